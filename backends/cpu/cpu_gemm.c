@@ -1,0 +1,33 @@
+/*
+ * backends/cpu/cpu_gemm.c - matrix products on OpenBLAS sgemm/dgemm.
+ *
+ * Row-major C = alpha op(A) op(B) + beta C, looped over a batch. The only
+ * file besides the backend table that includes cblas.h.
+ */
+#include <cblas.h>
+#include "backends/cpu/cpu_kernels.h"
+
+mf_status mf_cpu_gemm(const mfi_gemm *g)
+{
+    if (g->m == 0 || g->n == 0) return MF_OK;
+    CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
+    CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
+    if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)
+        MF_FAIL(MF_ERR_SHAPE, "gemm: a dimension exceeds the BLAS int range");
+    for (int64_t i = 0; i < g->batch; i++) {
+        if (g->dtype == MF_F32) {
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, (float)g->alpha,
+                        (const float *)g->a + i * g->stride_a, (int)g->lda,
+                        (const float *)g->b + i * g->stride_b, (int)g->ldb, (float)g->beta,
+                        (float *)g->c + i * g->stride_c, (int)g->ldc);
+        } else if (g->dtype == MF_F64) {
+            cblas_dgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, g->alpha,
+                        (const double *)g->a + i * g->stride_a, (int)g->lda,
+                        (const double *)g->b + i * g->stride_b, (int)g->ldb, g->beta,
+                        (double *)g->c + i * g->stride_c, (int)g->ldc);
+        } else {
+            MF_FAIL(MF_ERR_DTYPE, "gemm: dtype %s is not f32 or f64", mf_dtype_name(g->dtype));
+        }
+    }
+    return MF_OK;
+}

@@ -1,0 +1,1 @@
+# bench/: benchmark programs that print tables.

@@ -1,0 +1,105 @@
+/*
+ * collectives/comm.c - MPI start-up, the world duplicate and agreement.
+ *
+ * Agreement (mf_agree) costs one MPI_Allreduce of an int, plus one
+ * MPI_Bcast of the message when some rank failed.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <mpi.h>
+#include "collectives/comm.h"
+#include "lib/error.h"
+
+static MPI_Comm world = MPI_COMM_NULL;
+static MPI_Comm node = MPI_COMM_NULL;
+static int world_rank, world_size = 1, node_rank, node_size = 1;
+
+static mf_status mpi_fail(int rc, const char *what)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", rc);
+    return mfi_error(MF_ERR_MPI, "%s failed: %s", what, s);
+}
+
+#define MPI_TRY(call)                                   \
+    do {                                                \
+        int mpi_rc_ = (call);                           \
+        if (mpi_rc_ != MPI_SUCCESS) return mpi_fail(mpi_rc_, #call); \
+    } while (0)
+
+mf_status mfi_mpi_init(int *argc, char ***argv, bool *started)
+{
+    int inited = 0, finalized = 0;
+    *started = false;
+    MPI_Finalized(&finalized);
+    if (finalized) MF_FAIL(MF_ERR_MPI, "mf_init: MPI was already finalized");
+    MPI_Initialized(&inited);
+    if (inited) return MF_OK;
+    int provided;
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Init_thread");
+    *started = true;
+    return MF_OK;
+}
+
+mf_status mfi_mpi_finalize(void)
+{
+    MPI_TRY(MPI_Finalize());
+    return MF_OK;
+}
+
+mf_status mfi_comm_world_setup(void)
+{
+    if (world != MPI_COMM_NULL) return MF_OK;
+    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+    MPI_TRY(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
+    MPI_TRY(MPI_Comm_rank(world, &world_rank));
+    MPI_TRY(MPI_Comm_size(world, &world_size));
+    MPI_TRY(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+    MPI_TRY(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN));
+    MPI_TRY(MPI_Comm_rank(node, &node_rank));
+    MPI_TRY(MPI_Comm_size(node, &node_size));
+    return MF_OK;
+}
+
+void mfi_comm_world_teardown(void)
+{
+    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+    if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
+    world_rank = node_rank = 0;
+    world_size = node_size = 1;
+}
+
+int mfi_comm_rank(void) { return world_rank; }
+int mfi_comm_size(void) { return world_size; }
+int mfi_comm_node_rank(void) { return node_rank; }
+int mfi_comm_node_size(void) { return node_size; }
+
+mf_status mfi_comm_agree(mf_status local, const char *msg)
+{
+    if (world == MPI_COMM_NULL) return local;
+    int mine = local != MF_OK ? world_rank : INT_MAX, lowest = INT_MAX;
+    MPI_TRY(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, world));
+    if (lowest == INT_MAX) return MF_OK;
+    struct { int status; char text[1536]; } m;
+    memset(&m, 0, sizeof m);
+    if (world_rank == lowest) {
+        m.status = (int)local;
+        snprintf(m.text, sizeof m.text, "%s", msg ? msg : "");
+    }
+    MPI_TRY(MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, lowest, world));
+    if (local != MF_OK) {
+        /* Keep this rank's own message: it is the most specific. */
+        return mfi_error(local, "%s", msg ? msg : "");
+    }
+    return mfi_error(MF_ERR_REMOTE, "rank %d: %s", lowest, m.text);
+}
+
+mf_status mfi_comm_allreduce_sum_f64(double *v, int n)
+{
+    if (world == MPI_COMM_NULL || world_size == 1) return MF_OK;
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, world));
+    return MF_OK;
+}

@@ -1,0 +1,41 @@
+/*
+ * collectives/comm.h - MPI start-up and the world communicator
+ * (not installed yet; the global-tensor layer extends it).
+ *
+ * mpiflow works on a duplicate of MPI_COMM_WORLD with
+ * MPI_ERRORS_RETURN, so an MPI failure becomes an mf_status instead of
+ * killing the job, and a node-local communicator from
+ * MPI_Comm_split_type(SHARED) for the ranks-per-node figures.
+ */
+#ifndef MPIFLOW_COLLECTIVES_COMM_H
+#define MPIFLOW_COLLECTIVES_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "mpiflow/status.h"
+
+/* Initialises MPI if needed; *started tells whether this call did. */
+mf_status mfi_mpi_init(int *argc, char ***argv, bool *started);
+mf_status mfi_mpi_finalize(void);
+
+/* Creates the world duplicate and the node communicator. */
+mf_status mfi_comm_world_setup(void);
+void mfi_comm_world_teardown(void);
+
+int mfi_comm_rank(void);        /* 0 before setup */
+int mfi_comm_size(void);        /* 1 before setup */
+int mfi_comm_node_rank(void);
+int mfi_comm_node_size(void);
+
+/* Collective agreement on a failure (see mf_agree). msg is this rank's
+ * message; on return the agreed message is recorded for mf_last_error. */
+mf_status mfi_comm_agree(mf_status local, const char *msg);
+
+/* Sum of doubles over all ranks, in place. */
+mf_status mfi_comm_allreduce_sum_f64(double *v, int n);
+
+/* Cores this process may run on (its binding), from hwloc; *total gets
+ * the cores of the machine. */
+int mfi_topo_cores(int *total);
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * mpiflow/data.h - datasets and the batch loader.
+ *
+ * The loader reads samples through a global permutation fixed by
+ * (seed, epoch) (DESIGN.md section 5), so every rank count sees the same
+ * global batches in the same order.
+ */
+#ifndef MPIFLOW_DATA_H
+#define MPIFLOW_DATA_H
+
+#include "mpiflow/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An in-memory classification dataset: n samples of shape [C, H, W] as
+ * bytes (0..255) or floats, and an integer label per sample. */
+typedef struct mf_dataset mf_dataset;
+
+/* Reads an IDX pair (gzip or plain), e.g. train-images-idx3-ubyte.gz and
+ * train-labels-idx1-ubyte.gz. */
+MF_API mf_dataset *mf_dataset_idx_load(const char *images_path, const char *labels_path);
+/* Fashion-MNIST from dir (default /usr/share/datasets/fashion-mnist when
+ * dir is NULL); train or test split. */
+MF_API mf_dataset *mf_dataset_fashion_mnist(const char *dir, bool train);
+/* n samples of [c, h, w] in `classes` classes: a fixed random template per
+ * class plus noise, all from Philox keyed by seed. Learnable. */
+MF_API mf_dataset *mf_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed);
+MF_API void mf_dataset_destroy(mf_dataset *ds);
+MF_API int64_t mf_dataset_size(const mf_dataset *ds);
+MF_API int mf_dataset_classes(const mf_dataset *ds);
+/* Sample shape [C, H, W]. */
+MF_API void mf_dataset_sample_shape(const mf_dataset *ds, int64_t shape[3]);
+/* Mean and std of the pixel values scaled to [0,1], over all samples. */
+MF_API void mf_dataset_stats(const mf_dataset *ds, double *mean, double *std);
+
+/* Low-level IDX reader: returns the dims and a malloc'd byte buffer. */
+typedef struct mf_idx {
+    int type;             /* 0x08 unsigned byte, 0x09 signed byte, ... */
+    int ndim;
+    int64_t dims[MF_MAX_DIMS];
+    void *data;           /* free() it */
+    size_t nbytes;
+} mf_idx;
+MF_API mf_status mf_idx_read(const char *path, mf_idx *out);
+
+typedef struct mf_loader_opts {
+    int64_t batch_size;
+    uint64_t seed;
+    bool shuffle;        /* true: permutation by (seed, epoch) */
+    bool drop_last;      /* true: skip the last partial batch */
+    double mean, std;    /* x = (pixel/255 - mean) / std */
+} mf_loader_opts;
+
+typedef struct mf_loader mf_loader;
+MF_API mf_loader *mf_loader_create(const mf_dataset *ds, const mf_loader_opts *o);
+MF_API void mf_loader_destroy(mf_loader *l);
+/* The next batch: x [B, C, H, W] f32 and y [B] i64 (new references).
+ * Batches run over epochs without end; mf_loader_epoch tells which. */
+MF_API mf_status mf_loader_next(mf_loader *l, mf_tensor **x, mf_tensor **y);
+MF_API int64_t mf_loader_batches_per_epoch(const mf_loader *l);
+MF_API int64_t mf_loader_epoch(const mf_loader *l);    /* of the next batch */
+MF_API int64_t mf_loader_cursor(const mf_loader *l);   /* samples consumed in that epoch */
+/* Continue from (epoch, cursor), e.g. when resuming from a checkpoint. */
+MF_API mf_status mf_loader_seek(mf_loader *l, int64_t epoch, int64_t cursor);
+/* The sample index at position pos of epoch's permutation. */
+MF_API int64_t mf_loader_sample_index(const mf_loader *l, int64_t epoch, int64_t pos);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,88 @@
+/*
+ * mpiflow/optim.h - optimizers, learning-rate schedules, gradient
+ * clipping; the update rules and defaults are PyTorch's.
+ */
+#ifndef MPIFLOW_OPTIM_H
+#define MPIFLOW_OPTIM_H
+
+#include "mpiflow/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mf_optim mf_optim;
+
+typedef struct mf_sgd_opts {
+    double lr;            /* required (PyTorch has no default); 0.01 here */
+    double momentum;      /* 0 */
+    double dampening;     /* 0 */
+    double weight_decay;  /* 0, L2 added to the gradient */
+    bool nesterov;        /* false; needs momentum > 0 and dampening 0 */
+} mf_sgd_opts;
+
+typedef struct mf_rmsprop_opts {
+    double lr;            /* 0.01 */
+    double alpha;         /* 0.99 */
+    double eps;           /* 1e-8 */
+    double weight_decay;  /* 0 */
+    double momentum;      /* 0 */
+    bool centered;        /* false */
+} mf_rmsprop_opts;
+
+typedef struct mf_adam_opts {
+    double lr;            /* 1e-3 */
+    double beta1, beta2;  /* 0.9, 0.999 */
+    double eps;           /* 1e-8 */
+    double weight_decay;  /* Adam: 0 (L2); AdamW: 1e-2 (decoupled) */
+    bool amsgrad;         /* false */
+} mf_adam_opts;
+
+MF_API mf_sgd_opts mf_sgd_defaults(void);
+MF_API mf_rmsprop_opts mf_rmsprop_defaults(void);
+MF_API mf_adam_opts mf_adam_defaults(void);
+MF_API mf_adam_opts mf_adamw_defaults(void);
+
+/* Each takes references to the tensors of params (usually
+ * mf_module_parameters) and keeps their names for its state. */
+MF_API mf_optim *mf_sgd_create(const mf_tensor_list *params, const mf_sgd_opts *o);
+MF_API mf_optim *mf_rmsprop_create(const mf_tensor_list *params, const mf_rmsprop_opts *o);
+MF_API mf_optim *mf_adam_create(const mf_tensor_list *params, const mf_adam_opts *o);
+MF_API mf_optim *mf_adamw_create(const mf_tensor_list *params, const mf_adam_opts *o);
+MF_API void mf_optim_destroy(mf_optim *o);
+
+/* One update from the parameters' .grad (parameters without a gradient
+ * are skipped, as in PyTorch). */
+MF_API mf_status mf_optim_step(mf_optim *o);
+/* Drops every parameter's gradient (PyTorch's set_to_none=True). */
+MF_API void mf_optim_zero_grad(mf_optim *o);
+MF_API void mf_optim_set_lr(mf_optim *o, double lr);
+MF_API double mf_optim_lr(const mf_optim *o);
+MF_API int64_t mf_optim_steps(const mf_optim *o);
+MF_API const char *mf_optim_type(const mf_optim *o);   /* "sgd", "adam", ... */
+/* The state tensors, named "<param>/<state>" ("hidden.weight/exp_avg"),
+ * created on the first step; each entry holds a reference. */
+MF_API mf_tensor_list *mf_optim_state(const mf_optim *o);
+
+/* ---- learning-rate schedules: lr as a function of the step (0-based) */
+typedef struct mf_lr_schedule mf_lr_schedule;
+/* values[0] before boundaries[0], values[i] from boundaries[i-1] on;
+ * n boundaries, n+1 values (the seeds' PiecewiseConstantScheduler). */
+MF_API mf_lr_schedule *mf_lr_piecewise_create(int n, const int64_t *boundaries, const double *values);
+/* base * gamma^(step / step_size) (PyTorch's StepLR). */
+MF_API mf_lr_schedule *mf_lr_step_create(double base, int64_t step_size, double gamma);
+/* Linear warmup from 0 to base over warmup steps, then cosine decay to
+ * lr_min at total steps. */
+MF_API mf_lr_schedule *mf_lr_cosine_create(double base, int64_t warmup, int64_t total, double lr_min);
+MF_API double mf_lr_schedule_at(const mf_lr_schedule *s, int64_t step);
+MF_API void mf_lr_schedule_destroy(mf_lr_schedule *s);
+
+/* Scales all gradients so that their global L2 norm is at most max_norm
+ * (PyTorch's clip_grad_norm_). total_norm (may be NULL) gets the norm
+ * before clipping. */
+MF_API mf_status mf_clip_grad_norm(const mf_tensor_list *params, double max_norm, double *total_norm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

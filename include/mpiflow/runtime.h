@@ -1,0 +1,97 @@
+/*
+ * mpiflow/runtime.h - start-up, threads, seeds, logging and timers.
+ *
+ * mf_init initialises MPI when the caller has not, picks the number of
+ * compute threads per rank (cores / ranks on the node unless told), and
+ * sets the global seed. Every rank runs the same program (SPMD).
+ */
+#ifndef MPIFLOW_RUNTIME_H
+#define MPIFLOW_RUNTIME_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include "mpiflow/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Initialise mpiflow. If MPI is not initialised, it is, with
+ * MPI_THREAD_FUNNELED, and mf_finalize will finalize it; otherwise the
+ * caller keeps ownership of MPI. argc/argv may be NULL.
+ * Environment: MF_THREADS (threads per rank), MF_SEED, MF_PROFILE=1. */
+MF_API mf_status mf_init(int *argc, char ***argv);
+/* Release caches and, if mf_init started MPI, finalize it. */
+MF_API mf_status mf_finalize(void);
+MF_API bool mf_initialized(void);
+
+MF_API int mf_rank(void);        /* rank in MPI_COMM_WORLD */
+MF_API int mf_world_size(void);
+MF_API int mf_local_rank(void);  /* rank among the ranks of this node */
+MF_API int mf_local_size(void);
+
+/* Threads used by the CPU kernels and OpenBLAS on this rank. n <= 0
+ * restores the default: usable cores / ranks on this node, at least 1. */
+MF_API mf_status mf_set_threads(int n);
+MF_API int mf_threads(void);
+
+/* The global seed: parameter initialisation, dropout, rand/randn and
+ * data shuffling all derive their Philox keys from it. */
+MF_API void mf_manual_seed(uint64_t seed);
+MF_API uint64_t mf_seed(void);
+
+typedef enum mf_log_level { MF_LOG_DEBUG, MF_LOG_INFO, MF_LOG_WARN, MF_LOG_ERROR } mf_log_level;
+/* Logs are printed by rank 0 only, except MF_LOG_ERROR and
+ * mf_log_all, which every rank prints with a "[rank N]" prefix.
+ * (mf_log itself is the logarithm op.) */
+MF_API void mf_log_at(mf_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define mf_log_info(...) mf_log_at(MF_LOG_INFO, __VA_ARGS__)
+#define mf_log_warn(...) mf_log_at(MF_LOG_WARN, __VA_ARGS__)
+#define mf_log_error(...) mf_log_at(MF_LOG_ERROR, __VA_ARGS__)
+MF_API void mf_log_all(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+MF_API void mf_log_set_level(mf_log_level level);
+
+/* Wall-clock seconds from a monotonic clock. */
+MF_API double mf_time(void);
+
+/* Collective over MPI_COMM_WORLD: every rank passes its own status and
+ * gets back MF_OK only if all ranks passed MF_OK. Otherwise each rank
+ * gets a failure, and mf_last_error() holds the message of the lowest
+ * failing rank, prefixed by that rank ("rank 2: ..."). This is how an
+ * error that one rank sees is agreed on before anyone goes on. */
+MF_API mf_status mf_agree(mf_status local);
+
+/* Kernel profiling: with MF_PROFILE=1 or mf_profile_enable(true), the
+ * time spent in each kernel class is accumulated per rank. */
+typedef enum mf_prof_class {
+    MF_PROF_GEMM, MF_PROF_CONV, MF_PROF_ELEMENTWISE, MF_PROF_REDUCE,
+    MF_PROF_NORM, MF_PROF_POOL, MF_PROF_OPTIM, MF_PROF_OTHER, MF_PROF_COUNT
+} mf_prof_class;
+MF_API void mf_profile_enable(bool on);
+MF_API bool mf_profile_enabled(void);
+MF_API void mf_profile_reset(void);
+/* Seconds accumulated in one class and the number of kernel calls. */
+MF_API double mf_profile_seconds(mf_prof_class c, int64_t *calls);
+MF_API const char *mf_profile_class_name(mf_prof_class c);
+
+/* Memory held by the caching allocator, in bytes. */
+typedef struct mf_memory_stats {
+    int64_t in_use;      /* bytes handed out now */
+    int64_t peak;        /* highest in_use since start or reset */
+    int64_t cached;      /* bytes kept for reuse */
+    int64_t allocs;      /* allocation requests */
+    int64_t hits;        /* requests served from the cache */
+} mf_memory_stats;
+MF_API void mf_memory_get_stats(mf_memory_stats *st);
+MF_API void mf_memory_reset_peak(void);
+/* Give cached blocks back to the system. */
+MF_API void mf_memory_empty_cache(void);
+
+MF_API const char *mf_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

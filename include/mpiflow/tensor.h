@@ -1,0 +1,119 @@
+/*
+ * mpiflow/tensor.h - local tensors: dtype, shape, strides, views and
+ * refcounted storage (DESIGN.md section 2).
+ *
+ * A tensor is a view (shape, strides, offset) on a refcounted storage.
+ * Views made by mf_reshape, mf_narrow, mf_transpose, mf_permute and
+ * mf_expand share their base's storage. Tensors are refcounted too:
+ * every function that returns an mf_tensor * hands the caller one
+ * reference, which the caller gives back with mf_tensor_destroy. The
+ * memory goes when the last holder (a view, the autograd graph, a
+ * module, an optimizer) lets go.
+ */
+#ifndef MPIFLOW_TENSOR_H
+#define MPIFLOW_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include "mpiflow/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MF_MAX_DIMS 8
+
+typedef enum mf_dtype {
+    MF_F32 = 0,
+    MF_F64,      /* CPU only; used for gradient checks */
+    MF_I32,
+    MF_I64,
+    MF_DTYPE_COUNT
+} mf_dtype;
+
+typedef enum mf_device_type { MF_DEV_CPU = 0, MF_DEV_CUDA } mf_device_type;
+
+typedef struct mf_tensor mf_tensor;
+
+/* Shape literal: mf_zeros(MF_F32, MF_DIMS(2, 3)) passes ndim and shape. */
+#define MF_DIMS(...) \
+    (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}
+
+MF_API size_t mf_dtype_size(mf_dtype dt);
+MF_API const char *mf_dtype_name(mf_dtype dt);   /* "f32" */
+MF_API mf_status mf_dtype_parse(const char *s, mf_dtype *dt);
+MF_API bool mf_dtype_is_float(mf_dtype dt);
+
+/* ---- creation: each returns a new reference, or NULL (mf_last_error) */
+MF_API mf_tensor *mf_empty(mf_dtype dt, int ndim, const int64_t *shape);
+MF_API mf_tensor *mf_zeros(mf_dtype dt, int ndim, const int64_t *shape);
+MF_API mf_tensor *mf_ones(mf_dtype dt, int ndim, const int64_t *shape);
+MF_API mf_tensor *mf_full(mf_dtype dt, int ndim, const int64_t *shape, double value);
+/* Copies count = numel(shape) elements of type dt from data. */
+MF_API mf_tensor *mf_from_data(mf_dtype dt, int ndim, const int64_t *shape, const void *data);
+MF_API mf_tensor *mf_scalar(mf_dtype dt, double value);      /* 0-dim */
+MF_API mf_tensor *mf_arange(mf_dtype dt, int64_t n);          /* 0..n-1 */
+MF_API mf_tensor *mf_empty_like(const mf_tensor *t);
+MF_API mf_tensor *mf_zeros_like(const mf_tensor *t);
+/* Random tensors from the global Philox generator (mf_manual_seed).
+ * Element i depends only on (seed, draw number, i). */
+MF_API mf_tensor *mf_rand(mf_dtype dt, int ndim, const int64_t *shape);   /* U[0,1) */
+MF_API mf_tensor *mf_randn(mf_dtype dt, int ndim, const int64_t *shape);  /* N(0,1) */
+
+/* ---- references */
+MF_API mf_tensor *mf_tensor_retain(mf_tensor *t);   /* returns t */
+/* Drops the caller's reference; NULL is a no-op. */
+MF_API void mf_tensor_destroy(mf_tensor *t);
+
+/* ---- metadata */
+MF_API mf_dtype mf_tensor_dtype(const mf_tensor *t);
+MF_API int mf_tensor_ndim(const mf_tensor *t);
+MF_API const int64_t *mf_tensor_shape(const mf_tensor *t);
+MF_API const int64_t *mf_tensor_strides(const mf_tensor *t);   /* in elements */
+/* Size of dimension d; negative d counts from the end. */
+MF_API int64_t mf_tensor_dim(const mf_tensor *t, int d);
+MF_API int64_t mf_tensor_numel(const mf_tensor *t);
+MF_API size_t mf_tensor_nbytes(const mf_tensor *t);
+MF_API bool mf_tensor_is_contiguous(const mf_tensor *t);
+MF_API bool mf_tensor_shares_storage(const mf_tensor *a, const mf_tensor *b);
+MF_API mf_device_type mf_tensor_device(const mf_tensor *t);
+/* Writes "[32,784]" into buf (always terminated); returns buf. */
+MF_API char *mf_tensor_shape_str(const mf_tensor *t, char *buf, size_t size);
+MF_API mf_status mf_tensor_set_name(mf_tensor *t, const char *name);
+MF_API const char *mf_tensor_name(const mf_tensor *t);   /* "" if unnamed */
+
+/* ---- data (CPU tensors) */
+/* Pointer to the first element (offset applied); follow the strides. */
+MF_API void *mf_tensor_data(mf_tensor *t);
+/* Copies the elements in row-major order into dst as dtype dt;
+ * count must equal numel. */
+MF_API mf_status mf_tensor_copy_out(const mf_tensor *t, mf_dtype dt, void *dst, int64_t count);
+/* Overwrites the elements (row-major) from src of dtype dt. */
+MF_API mf_status mf_tensor_copy_in(mf_tensor *t, mf_dtype dt, const void *src, int64_t count);
+/* The value of a one-element tensor; NAN and an error otherwise. */
+MF_API double mf_tensor_item(const mf_tensor *t);
+/* Element access by index (ndim entries); for tests and debugging. */
+MF_API double mf_tensor_get(const mf_tensor *t, const int64_t *index);
+MF_API mf_status mf_tensor_set(mf_tensor *t, const int64_t *index, double v);
+/* Prints shape, dtype and (up to max_elems) values. */
+MF_API void mf_tensor_print(const mf_tensor *t, FILE *f, int max_elems);
+
+/* ---- autograd attributes */
+/* Only leaves (tensors not produced by a recorded op) of a float dtype
+ * may change requires_grad. */
+MF_API mf_status mf_tensor_set_requires_grad(mf_tensor *t, bool on);
+MF_API bool mf_tensor_requires_grad(const mf_tensor *t);
+MF_API bool mf_tensor_is_leaf(const mf_tensor *t);
+/* The accumulated gradient (borrowed; NULL if none yet). */
+MF_API mf_tensor *mf_tensor_grad(const mf_tensor *t);
+/* Replaces the gradient (takes a new reference; NULL clears it). */
+MF_API mf_status mf_tensor_set_grad(mf_tensor *t, mf_tensor *grad);
+/* A new tensor sharing storage, cut from the graph. */
+MF_API mf_tensor *mf_tensor_detach(mf_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,21 @@
+# lib/: the device-neutral core (tensors, ops, autograd, nn, optim, io).
+noinst_LTLIBRARIES += lib/libmf_core.la
+lib_libmf_core_la_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
+lib_libmf_core_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+lib_libmf_core_la_SOURCES = \
+	lib/status.c lib/alloc.c lib/tensor.c lib/runtime.c lib/profile.c lib/rng.c \
+	lib/op.c lib/autograd.c \
+	lib/op/elementwise.c lib/op/matmul.c lib/op/reduce.c lib/op/view.c lib/op/concat.c \
+	lib/op/softmax.c lib/op/embedding.c lib/op/conv2d.c lib/op/pool.c lib/op/norm.c \
+	lib/op/dropout.c lib/op/loss.c \
+	lib/nn/module.c lib/nn/linear.c lib/nn/conv2d.c lib/nn/pool.c lib/nn/activation.c \
+	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c \
+	lib/optim/optimizer.c lib/optim/sgd.c lib/optim/rmsprop.c lib/optim/adam.c \
+	lib/optim/schedule.c lib/optim/clip.c \
+	lib/io/idx.c lib/io/dataset.c lib/io/loader.c
+libmpiflow_la_LIBADD += lib/libmf_core.la
+noinst_HEADERS += lib/internal.h lib/error.h lib/alloc.h lib/backend.h lib/rng.h lib/nn/nn_internal.h \
+	lib/optim/optim_internal.h
+mpiflowinc_HEADERS += include/mpiflow/status.h include/mpiflow/runtime.h include/mpiflow/tensor.h \
+	include/mpiflow/ops.h include/mpiflow/autograd.h include/mpiflow/nn.h include/mpiflow/optim.h \
+	include/mpiflow/data.h include/mpiflow/models.h

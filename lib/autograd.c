@@ -1,0 +1,337 @@
+/*
+ * lib/autograd.c - the graph of recorded ops and reverse-mode backward.
+ *
+ * A recorded op becomes a node that holds its call (attributes, input
+ * shapes, saved tensors) and one edge per input: the input's producer
+ * node, or the input itself when it is a leaf that requires grad. An
+ * op's inputs always exist before it, so reverse creation order is a
+ * topological order: backward sorts the reachable nodes by sequence
+ * number and runs them newest first (the tape), freeing each node's
+ * saved tensors once it has run.
+ */
+#include "lib/internal.h"
+
+typedef struct mfi_edge {
+    struct mfi_node *node;
+    mf_tensor *leaf;
+} mfi_edge;
+
+typedef struct mfi_node {
+    int refcount;
+    uint64_t seq;
+    mfi_call call;
+    mfi_edge *edges;       /* call.n_in */
+    mf_tensor *grad;       /* accumulated gradient of the output */
+    bool released;         /* saved tensors freed by a backward */
+    uint64_t mark;
+} mfi_node;
+
+static uint64_t node_seq;
+static uint64_t backward_mark;
+static mf_grad_ready_fn ready_hook;
+static void *ready_user;
+
+/* ------------------------------------------------------------ grad mode */
+static _Thread_local bool grad_on = true;
+static _Thread_local bool mode_stack[64];
+static _Thread_local int mode_depth;
+
+bool mf_grad_enabled(void) { return grad_on; }
+
+bool mf_set_grad_enabled(bool on)
+{
+    bool prev = grad_on;
+    grad_on = on;
+    return prev;
+}
+
+void mf_no_grad_begin(void)
+{
+    if (mode_depth < (int)(sizeof mode_stack / sizeof *mode_stack)) mode_stack[mode_depth] = grad_on;
+    mode_depth++;
+    grad_on = false;
+}
+
+void mf_no_grad_end(void)
+{
+    if (mode_depth == 0) return;
+    mode_depth--;
+    grad_on = mode_depth < (int)(sizeof mode_stack / sizeof *mode_stack) ? mode_stack[mode_depth] : false;
+}
+
+void mf_autograd_set_grad_ready_hook(mf_grad_ready_fn fn, void *user)
+{
+    ready_hook = fn;
+    ready_user = user;
+}
+
+/* ------------------------------------------------------------ nodes */
+mf_status mfi_node_attach(mfi_call *c, const void *attrs, size_t attrs_size, mf_tensor *out)
+{
+    mfi_node *n = calloc(1, sizeof *n);
+    void *acopy = attrs_size ? malloc(attrs_size) : NULL;
+    mfi_edge *edges = calloc((size_t)(c->n_in > 0 ? c->n_in : 1), sizeof *edges);
+    if (!n || (attrs_size && !acopy) || !edges) {
+        free(n);
+        free(acopy);
+        free(edges);
+        MF_FAIL(MF_ERR_NOMEM, "%s: out of memory recording the op", c->op->name);
+    }
+    if (attrs_size) memcpy(acopy, attrs, attrs_size);
+    for (int i = 0; i < c->n_in; i++) {
+        if (!c->needs_grad[i]) continue;
+        mf_tensor *t = c->in[i];
+        if (t->grad_fn) {
+            edges[i].node = t->grad_fn;
+            t->grad_fn->refcount++;
+        } else {
+            edges[i].leaf = mf_tensor_retain(t);
+        }
+    }
+    n->refcount = 1;
+    n->seq = ++node_seq;
+    n->call = *c;
+    n->call.in = NULL;
+    n->call.attrs = acopy;
+    n->edges = edges;
+    /* The node owns the saved tensors and the meta block now. */
+    c->n_saved = 0;
+    out->grad_fn = n;
+    out->requires_grad = true;
+    return MF_OK;
+}
+
+static void node_free(mfi_node *n)
+{
+    mfi_call_free_saved(&n->call);
+    mf_tensor_destroy(n->grad);
+    free(n->call.attrs);
+    free(n->call.in_meta);   /* the block that also holds needs_grad */
+    free(n->edges);
+    free(n);
+}
+
+void mfi_node_release(mfi_node *root)
+{
+    /* Iterative, so that a long chain of nodes does not recurse deeply. */
+    size_t cap = 16, top = 0;
+    mfi_node **stack = malloc(cap * sizeof *stack);
+    if (!stack) return;   /* leaks on OOM rather than crash */
+    stack[top++] = root;
+    while (top) {
+        mfi_node *n = stack[--top];
+        if (--n->refcount > 0) continue;
+        for (int i = 0; i < n->call.n_in; i++) {
+            if (n->edges[i].leaf) mf_tensor_destroy(n->edges[i].leaf);
+            if (!n->edges[i].node) continue;
+            if (top == cap) {
+                mfi_node **bigger = realloc(stack, 2 * cap * sizeof *stack);
+                if (!bigger) continue;
+                stack = bigger;
+                cap *= 2;
+            }
+            stack[top++] = n->edges[i].node;
+        }
+        node_free(n);
+    }
+    free(stack);
+}
+
+/* ------------------------------------------------------------ backward */
+static bool exclusive(const mf_tensor *t)
+{
+    return t->refcount == 1 && t->storage && t->storage->refcount == 1 && mf_tensor_is_contiguous(t);
+}
+
+/* *acc += g; takes over g (one reference). */
+static mf_status accumulate(mf_tensor **acc, mf_tensor *g, bool must_own)
+{
+    if (!*acc) {
+        if (must_own && !exclusive(g)) {
+            mf_tensor *c = mf_clone(g);
+            mf_tensor_destroy(g);
+            if (!c) return mf_last_status();
+            g = c;
+        }
+        *acc = g;
+        return MF_OK;
+    }
+    mf_status st = MF_OK;
+    if (exclusive(*acc) || must_own) {
+        st = mf_add_(*acc, g, 1.0);
+    } else {
+        mf_tensor *sum = mf_add(*acc, g);
+        if (!sum) st = mf_last_status();
+        else {
+            mf_tensor_destroy(*acc);
+            *acc = sum;
+        }
+    }
+    mf_tensor_destroy(g);
+    return st;
+}
+
+static int by_seq_desc(const void *a, const void *b)
+{
+    const mfi_node *x = *(mfi_node *const *)a, *y = *(mfi_node *const *)b;
+    return x->seq < y->seq ? 1 : x->seq > y->seq ? -1 : 0;
+}
+
+/* All nodes reachable from root, unsorted; counts leaf contributions. */
+static mf_status collect(mfi_node *root, mfi_node ***out, size_t *count)
+{
+    uint64_t mark = ++backward_mark;
+    size_t cap = 64, n = 0, head = 0;
+    mfi_node **list = malloc(cap * sizeof *list);
+    if (!list) MF_FAIL(MF_ERR_NOMEM, "mf_backward: out of memory");
+    root->mark = mark;
+    list[n++] = root;
+    while (head < n) {
+        mfi_node *nd = list[head++];
+        for (int i = 0; i < nd->call.n_in; i++) {
+            if (nd->edges[i].leaf) nd->edges[i].leaf->bw_pending++;
+            mfi_node *m = nd->edges[i].node;
+            if (!m || m->mark == mark) continue;
+            m->mark = mark;
+            if (n == cap) {
+                mfi_node **bigger = realloc(list, 2 * cap * sizeof *list);
+                if (!bigger) {
+                    free(list);
+                    MF_FAIL(MF_ERR_NOMEM, "mf_backward: out of memory");
+                }
+                list = bigger;
+                cap *= 2;
+            }
+            list[n++] = m;
+        }
+    }
+    *out = list;
+    *count = n;
+    return MF_OK;
+}
+
+static mf_status leaf_done(mf_tensor *leaf, mf_tensor *g)
+{
+    mf_status st = MF_OK;
+    if (g) st = accumulate(&leaf->grad, g, true);
+    if (--leaf->bw_pending == 0 && ready_hook && st == MF_OK) ready_hook(leaf, ready_user);
+    return st;
+}
+
+static mf_status run_node(mfi_node *nd, bool retain)
+{
+    mfi_call *c = &nd->call;
+    mf_tensor **gx = calloc((size_t)(c->n_in > 0 ? c->n_in : 1), sizeof *gx);
+    if (!gx) MF_FAIL(MF_ERR_NOMEM, "mf_backward: out of memory");
+    mf_status st = MF_OK;
+    if (nd->grad) {
+        st = c->op->backward(c, nd->grad, gx);
+        if (st != MF_OK) mfi_error_context("mf_backward: in the backward of %s", c->op->name);
+    }
+    for (int i = 0; i < c->n_in; i++) {
+        mf_tensor *g = gx[i];
+        if (g && st == MF_OK) {
+            mfi_meta gm;
+            mfi_meta_of(g, &gm);
+            if (!mfi_meta_same_shape(&gm, &c->in_meta[i]) || gm.dtype != c->in_meta[i].dtype)
+                st = mfi_error(MF_ERR_INTERNAL, "mf_backward: %s gave a gradient of the wrong shape or "
+                               "dtype for input %d", c->op->name, i);
+        }
+        if (st != MF_OK) {
+            mf_tensor_destroy(g);
+            if (nd->edges[i].leaf) nd->edges[i].leaf->bw_pending--;
+            continue;
+        }
+        if (nd->edges[i].leaf) {
+            st = leaf_done(nd->edges[i].leaf, g);
+        } else if (nd->edges[i].node && g) {
+            st = accumulate(&nd->edges[i].node->grad, g, false);
+        } else {
+            mf_tensor_destroy(g);
+        }
+    }
+    free(gx);
+    mf_tensor_destroy(nd->grad);
+    nd->grad = NULL;
+    if (!retain) {
+        mfi_call_free_saved(c);
+        nd->released = true;
+    }
+    return st;
+}
+
+mf_status mf_backward_ex(mf_tensor *out, mf_tensor *grad, bool retain_graph)
+{
+    MF_TRY(mfi_check_input("mf_backward", "the output", out));
+    if (!out->requires_grad)
+        MF_FAIL(MF_ERR_STATE, "mf_backward: the tensor does not require grad (no input of its graph "
+                "requires grad, or it was computed in no-grad mode)");
+    mf_tensor *gy;
+    if (grad) {
+        mfi_meta a, b;
+        mfi_meta_of(out, &a);
+        mfi_meta_of(grad, &b);
+        if (!mfi_meta_same_shape(&a, &b) || grad->dtype != out->dtype) {
+            char x[128], y[128];
+            MF_FAIL(MF_ERR_SHAPE, "mf_backward: gradient %s %s does not match output %s %s",
+                    mf_dtype_name(grad->dtype), mf_tensor_shape_str(grad, x, sizeof x),
+                    mf_dtype_name(out->dtype), mf_tensor_shape_str(out, y, sizeof y));
+        }
+        gy = mf_tensor_retain(grad);
+    } else {
+        if (mf_tensor_numel(out) != 1) {
+            char x[128];
+            MF_FAIL(MF_ERR_SHAPE, "mf_backward: output of shape %s is not a scalar; pass its gradient to "
+                    "mf_backward_ex", mf_tensor_shape_str(out, x, sizeof x));
+        }
+        gy = mf_ones(out->dtype, out->ndim, out->shape);
+        if (!gy) return mf_last_status();
+    }
+    bool prev = mf_set_grad_enabled(false);
+    mf_status st = MF_OK;
+    if (!out->grad_fn) {            /* a leaf: its gradient is gy */
+        out->bw_pending = 1;
+        st = leaf_done(out, gy);
+        mf_set_grad_enabled(prev);
+        return st;
+    }
+    mfi_node **nodes = NULL;
+    size_t n = 0;
+    st = collect(out->grad_fn, &nodes, &n);
+    if (st != MF_OK) {
+        mf_tensor_destroy(gy);
+        mf_set_grad_enabled(prev);
+        return st;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i]->released) {
+            st = mfi_error(MF_ERR_STATE, "mf_backward: the graph through %s was already freed by an "
+                           "earlier backward; pass retain_graph=true to run backward twice",
+                           nodes[i]->call.op->name);
+            break;
+        }
+    if (st == MF_OK) {
+        qsort(nodes, n, sizeof *nodes, by_seq_desc);
+        out->grad_fn->grad = gy;
+        gy = NULL;
+        for (size_t i = 0; i < n; i++) {
+            mf_status s = run_node(nodes[i], retain_graph);
+            if (s != MF_OK && st == MF_OK) st = s;
+        }
+    }
+    if (st != MF_OK) {
+        /* leave no stale counters or partial gradients in the graph */
+        for (size_t i = 0; i < n; i++) {
+            mf_tensor_destroy(nodes[i]->grad);
+            nodes[i]->grad = NULL;
+            for (int k = 0; k < nodes[i]->call.n_in; k++)
+                if (nodes[i]->edges[k].leaf) nodes[i]->edges[k].leaf->bw_pending = 0;
+        }
+    }
+    mf_tensor_destroy(gy);
+    free(nodes);
+    mf_set_grad_enabled(prev);
+    return st;
+}
+
+mf_status mf_backward(mf_tensor *out) { return mf_backward_ex(out, NULL, false); }

@@ -1,0 +1,158 @@
+/*
+ * lib/backend.h - the backend table (not installed).
+ *
+ * A backend implements kernels on raw buffers described by mfi_view:
+ * no shape inference, no autograd, no MPI (DESIGN.md section 1). The
+ * core reaches every kernel through this table; a backend that lacks a
+ * kernel leaves it NULL and the core reports which one is missing.
+ * Adding a backend = one folder in backends/ that fills an mfi_backend.
+ */
+#ifndef MPIFLOW_LIB_BACKEND_H
+#define MPIFLOW_LIB_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "mpiflow/tensor.h"
+
+/* A strided buffer: element (i0..in) lives at data + sum(ik*stride[k])
+ * elements. Stride 0 broadcasts. */
+typedef struct mfi_view {
+    void *data;
+    mf_dtype dtype;
+    int ndim;
+    int64_t shape[MF_MAX_DIMS];
+    int64_t stride[MF_MAX_DIMS];
+} mfi_view;
+
+typedef enum mfi_binop {
+    MFI_BIN_ADD, MFI_BIN_SUB, MFI_BIN_MUL, MFI_BIN_DIV, MFI_BIN_MAX,
+    MFI_BIN_EQ, MFI_BIN_GT, MFI_BIN_LT, MFI_BIN_COUNT
+} mfi_binop;
+
+typedef enum mfi_unop {
+    MFI_UN_NEG, MFI_UN_SCALE, MFI_UN_ADD_SCALAR, MFI_UN_POW, MFI_UN_EXP,
+    MFI_UN_LOG, MFI_UN_SQRT, MFI_UN_ABS, MFI_UN_RELU, MFI_UN_GELU,
+    MFI_UN_SIGMOID, MFI_UN_TANH, MFI_UN_COUNT
+} mfi_unop;
+
+typedef enum mfi_redop { MFI_RED_SUM, MFI_RED_MAX, MFI_RED_SUMSQ } mfi_redop;
+
+typedef enum mfi_dist { MFI_DIST_UNIFORM, MFI_DIST_NORMAL } mfi_dist;
+
+/* Row-major C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, batch
+ * times with the given element strides between matrices. */
+typedef struct mfi_gemm {
+    mf_dtype dtype;
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    double alpha, beta;
+    const void *a; int64_t lda, stride_a;
+    const void *b; int64_t ldb, stride_b;
+    void *c;       int64_t ldc, stride_c;
+    int64_t batch;
+} mfi_gemm;
+
+typedef struct mfi_conv2d {
+    int64_t n, c, h, w;          /* input */
+    int64_t oc, oh, ow;          /* output */
+    int kh, kw;
+    int stride[2], padding[2], dilation[2], groups;
+} mfi_conv2d;
+
+typedef struct mfi_pool2d {
+    int64_t n, c, h, w, oh, ow;
+    int kernel[2], stride[2], padding[2];
+    bool count_include_pad;
+    bool adaptive;               /* kernel/stride/padding unused */
+} mfi_pool2d;
+
+typedef struct mfi_bnorm {
+    int64_t n, c, s;             /* x viewed as [n, c, s] */
+    bool training;
+    double momentum, eps;
+} mfi_bnorm;
+
+typedef struct mfi_sgd_hp {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov, first;        /* first: momentum buffer not yet set */
+} mfi_sgd_hp;
+
+typedef struct mfi_adam_hp {
+    double lr, beta1, beta2, eps, weight_decay;
+    bool decoupled, amsgrad;     /* decoupled: AdamW */
+    int64_t step;                /* 1 on the first update */
+} mfi_adam_hp;
+
+typedef struct mfi_rmsprop_hp {
+    double lr, alpha, eps, weight_decay, momentum;
+    bool centered;
+} mfi_rmsprop_hp;
+
+typedef const mfi_view mfi_cv;   /* shorthand for kernel arguments */
+
+typedef struct mfi_backend {
+    const char *name;
+    mf_device_type device;
+
+    void *(*raw_alloc)(size_t nbytes);
+    void (*raw_free)(void *p);
+    void (*set_threads)(int n);
+
+    /* memory and random */
+    mf_status (*fill)(mfi_cv *out, double value);
+    mf_status (*copy)(mfi_cv *out, mfi_cv *in);      /* casts; in may broadcast */
+    mf_status (*philox_fill)(mfi_cv *out, mfi_dist d, double a, double b,
+                             uint64_t seed, uint64_t key, uint64_t index0);
+    /* elementwise */
+    mf_status (*unary_fwd)(mfi_unop op, mfi_cv *out, mfi_cv *x, double alpha);
+    mf_status (*unary_bwd)(mfi_unop op, mfi_cv *gx, mfi_cv *gy, mfi_cv *x, mfi_cv *y,
+                           double alpha);
+    mf_status (*binary_fwd)(mfi_binop op, mfi_cv *out, mfi_cv *a, mfi_cv *b);
+    /* out has in's ndim with size 1 on reduced dims */
+    mf_status (*reduce)(mfi_redop op, mfi_cv *out, mfi_cv *in);
+    mf_status (*argmax)(mfi_cv *out, mfi_cv *in, int axis);
+    /* matrix products */
+    mf_status (*gemm)(const mfi_gemm *g);
+    /* softmax over `axis` of a contiguous tensor */
+    mf_status (*softmax_fwd)(bool log, mfi_cv *out, mfi_cv *x, int axis);
+    mf_status (*softmax_bwd)(bool log, mfi_cv *gx, mfi_cv *gy, mfi_cv *y, int axis);
+    /* losses on [N, C] rows and [N] targets; gloss is [N] or one element */
+    mf_status (*nll_fwd)(mfi_cv *loss, mfi_cv *logp, mfi_cv *target);
+    mf_status (*nll_bwd)(mfi_cv *gx, mfi_cv *gloss, mfi_cv *target);
+    mf_status (*xent_bwd)(mfi_cv *gx, mfi_cv *gloss, mfi_cv *logp, mfi_cv *target);
+    /* embedding: gweight is accumulated into */
+    mf_status (*embedding_fwd)(mfi_cv *out, mfi_cv *weight, mfi_cv *index);
+    mf_status (*embedding_bwd)(mfi_cv *gweight, mfi_cv *gy, mfi_cv *index);
+    /* convolution (bias may be NULL) */
+    mf_status (*conv2d_fwd)(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias);
+    mf_status (*conv2d_bwd_data)(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w);
+    mf_status (*conv2d_bwd_filter)(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x);
+    /* pooling: idx holds the argmax (i32 flat index in the H*W plane) */
+    mf_status (*maxpool2d_fwd)(const mfi_pool2d *p, mfi_cv *out, mfi_cv *idx, mfi_cv *x);
+    mf_status (*maxpool2d_bwd)(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *idx);
+    mf_status (*avgpool2d_fwd)(const mfi_pool2d *p, mfi_cv *out, mfi_cv *x);
+    mf_status (*avgpool2d_bwd)(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy);
+    /* normalisation: weight/bias/running stats may have data NULL */
+    mf_status (*batchnorm_fwd)(const mfi_bnorm *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *b,
+                               mfi_cv *rmean, mfi_cv *rvar, mfi_cv *smean, mfi_cv *sinvstd);
+    mf_status (*batchnorm_bwd)(const mfi_bnorm *p, mfi_cv *gx, mfi_cv *gw, mfi_cv *gb, mfi_cv *gy,
+                               mfi_cv *x, mfi_cv *w, mfi_cv *smean, mfi_cv *sinvstd);
+    mf_status (*layernorm_fwd)(int64_t rows, int64_t cols, double eps, mfi_cv *out, mfi_cv *x,
+                               mfi_cv *w, mfi_cv *b, mfi_cv *mean, mfi_cv *rstd);
+    mf_status (*layernorm_bwd)(int64_t rows, int64_t cols, mfi_cv *gx, mfi_cv *gw, mfi_cv *gb,
+                               mfi_cv *gy, mfi_cv *x, mfi_cv *w, mfi_cv *mean, mfi_cv *rstd);
+    /* dropout: mask gets 0 or 1/(1-p) */
+    mf_status (*dropout_fwd)(mfi_cv *out, mfi_cv *mask, mfi_cv *x, double p,
+                             uint64_t seed, uint64_t key, uint64_t index0);
+    /* optimizer updates on contiguous buffers of equal length */
+    mf_status (*sgd_step)(const mfi_sgd_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *buf);
+    mf_status (*adam_step)(const mfi_adam_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *m,
+                           mfi_cv *v, mfi_cv *vmax);
+    mf_status (*rmsprop_step)(const mfi_rmsprop_hp *h, mfi_cv *param, mfi_cv *grad,
+                              mfi_cv *square_avg, mfi_cv *momentum_buf, mfi_cv *grad_avg);
+} mfi_backend;
+
+/* The CPU backend (backends/cpu). */
+extern const mfi_backend mfi_cpu_backend;
+
+#endif

@@ -1,0 +1,182 @@
+/*
+ * lib/internal.h - cross-file helpers of the core (not installed).
+ *
+ * Defines the tensor and storage structs, error macros, the kernel-call
+ * macro with profiling, and the op/autograd framework that every file in
+ * lib/op/ plugs into.
+ */
+#ifndef MPIFLOW_LIB_INTERNAL_H
+#define MPIFLOW_LIB_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mpiflow.h"
+#include "lib/backend.h"
+
+#include "lib/error.h"
+
+/* ---------------------------------------------------------------- memory */
+#include "lib/alloc.h"
+
+typedef struct mfi_storage {
+    void *data;
+    size_t nbytes;
+    int refcount;
+    uint32_t version;        /* bumped by every in-place write */
+    mf_device_type device;
+} mfi_storage;
+
+struct mfi_node;
+struct mfi_global;
+
+struct mf_tensor {
+    int refcount;
+    mf_dtype dtype;
+    int ndim;
+    int64_t shape[MF_MAX_DIMS];
+    int64_t stride[MF_MAX_DIMS];   /* elements */
+    int64_t offset;                /* elements */
+    mfi_storage *storage;
+    bool requires_grad;
+    mf_tensor *grad;
+    struct mfi_node *grad_fn;      /* producer; NULL for leaves */
+    char *name;
+    struct mfi_global *global;     /* placement and SBP: the global-tensor layer */
+    int bw_pending;                /* backward: gradient contributions still to come */
+};
+
+/* A new contiguous tensor with uninitialised values. */
+mf_tensor *mfi_tensor_new(mf_dtype dt, int ndim, const int64_t *shape);
+/* A view on base's storage. */
+mf_tensor *mfi_tensor_view(const mf_tensor *base, int ndim, const int64_t *shape,
+                           const int64_t *stride, int64_t offset);
+/* Same view, cut from the graph (no grad_fn, no requires_grad). */
+mf_tensor *mfi_tensor_alias(const mf_tensor *t);
+void mfi_contig_strides(int ndim, const int64_t *shape, int64_t *stride);
+int64_t mfi_numel(int ndim, const int64_t *shape);
+char *mfi_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+mfi_view mfi_view_of(const mf_tensor *t);
+/* A view descriptor with t's data but another shape/stride (for kernels
+ * that see a tensor as [rows, cols] etc.). */
+mfi_view mfi_view_as(const mf_tensor *t, int ndim, const int64_t *shape);
+static inline void mfi_bump_version(mf_tensor *t) { if (t->storage) t->storage->version++; }
+/* Normalises a possibly negative axis; fails naming op. */
+mf_status mfi_norm_axis(const char *op, int *axis, int ndim);
+const mfi_backend *mfi_backend_of(const mf_tensor *t);
+
+/* ------------------------------------------------------------- profiling */
+extern bool mfi_prof_on;
+void mfi_prof_add(mf_prof_class c, double seconds);
+
+/* Calls a kernel: fails if the backend lacks it, times it if profiling. */
+#define MFI_KERNEL(st, cls, be, kern, ...)                                               \
+    do {                                                                                 \
+        if (!(be)->kern) {                                                               \
+            (st) = mfi_error(MF_ERR_BACKEND, "backend '%s' has no kernel " #kern,         \
+                             (be)->name);                                                \
+            break;                                                                       \
+        }                                                                                \
+        double mfi_t0_ = mfi_prof_on ? mf_time() : 0.0;                                  \
+        (st) = (be)->kern(__VA_ARGS__);                                                  \
+        if (mfi_prof_on) mfi_prof_add((cls), mf_time() - mfi_t0_);                       \
+    } while (0)
+
+/* --------------------------------------------------------------- random */
+/* 64-bit key of a string (FNV-1a), for Philox keys from names. */
+uint64_t mfi_hash_str(const char *s);
+/* Next draw number of the global generator (rand/randn/dropout). */
+uint64_t mfi_rng_next_key(void);
+
+/* ------------------------------------------------------------ datasets */
+const uint8_t *mfi_dataset_pixels(const mf_dataset *ds);   /* [n, c, h, w] */
+const int64_t *mfi_dataset_labels(const mf_dataset *ds);   /* [n] */
+
+/* ------------------------------------------------------- op framework */
+typedef struct mfi_meta {
+    mf_dtype dtype;
+    int ndim;
+    int64_t shape[MF_MAX_DIMS];
+} mfi_meta;
+
+#define MFI_MAX_SAVED 6
+
+typedef struct mf_custom_ctx mfi_call;
+struct mfi_op;
+
+/* One application of an op: its inputs, attributes and saved tensors.
+ * It becomes the autograd node's payload when the op is recorded. */
+struct mf_custom_ctx {
+    const struct mfi_op *op;
+    int n_in;
+    mf_tensor **in;           /* forward only (borrowed) */
+    mfi_meta *in_meta;        /* n_in */
+    bool *needs_grad;         /* n_in */
+    bool recording;           /* forward: will backward run? */
+    void *attrs;              /* op-specific struct, copied */
+    mf_tensor *saved[MFI_MAX_SAVED];
+    uint32_t saved_version[MFI_MAX_SAVED];
+    int n_saved;
+    mfi_meta out_meta;
+};
+
+enum {
+    MFI_OP_OWN_OUTPUT = 1,    /* forward creates *out (views, custom ops) */
+    MFI_OP_NO_GRAD = 2        /* never recorded (comparisons, argmax) */
+};
+
+typedef struct mfi_op {
+    const char *name;
+    int flags;
+    /* Output dtype/shape from c->in_meta and attrs; validates. */
+    mf_status (*infer)(mfi_call *c, mfi_meta *out);
+    /* Computes the output: *out is preallocated unless MFI_OP_OWN_OUTPUT. */
+    mf_status (*forward)(mfi_call *c, mf_tensor **out);
+    /* gx[i] (new references) for inputs with needs_grad[i]; runs with
+     * grad mode off and may use any mf_ op. */
+    mf_status (*backward)(mfi_call *c, mf_tensor *gy, mf_tensor **gx);
+} mfi_op;
+
+/* Runs op on inputs (borrowed) and records it if needed. attrs (of
+ * attrs_size bytes) is copied. Returns a new reference or NULL. */
+mf_tensor *mfi_apply(const mfi_op *op, int n_in, mf_tensor *const *in, const void *attrs,
+                     size_t attrs_size);
+/* In forward: keeps t (as a detached alias) for backward. */
+mf_status mfi_save(mfi_call *c, mf_tensor *t);
+/* In backward: saved tensor i (borrowed), or NULL with an error if it
+ * was modified in place since. */
+mf_tensor *mfi_saved(mfi_call *c, int i);
+/* Sums g down to the shape of m (undoes broadcasting). New reference. */
+mf_tensor *mfi_sum_to(mf_tensor *g, const mfi_meta *m);
+void mfi_meta_of(const mf_tensor *t, mfi_meta *m);
+bool mfi_meta_same_shape(const mfi_meta *a, const mfi_meta *b);
+
+/* Fails with "<op>: <what> is NULL" keeping an earlier error as cause. */
+mf_status mfi_check_input(const char *op, const char *what, const mf_tensor *t);
+
+/* autograd internals */
+/* Makes a node from the call (taking its arrays and saved tensors, and
+ * copying attrs) and makes it out's grad_fn. */
+mf_status mfi_node_attach(mfi_call *c, const void *attrs, size_t attrs_size, mf_tensor *out);
+void mfi_node_release(struct mfi_node *n);
+void mfi_call_free_saved(mfi_call *c);
+bool mfi_tensor_needs_grad(const mf_tensor *t);
+
+/* t itself (new reference) if contiguous, else a contiguous copy; never
+ * recorded. */
+mf_tensor *mfi_contiguous_raw(mf_tensor *t);
+/* View of t broadcast to out's shape (stride 0 on broadcast dims). */
+mfi_view mfi_view_broadcast(const mf_tensor *t, const mfi_meta *out);
+/* Shape of broadcasting a and b; fails naming op and both shapes. */
+mf_status mfi_broadcast_shapes(const char *op, const mfi_meta *a, const mfi_meta *b, mfi_meta *out);
+/* "[2,3]" of a meta. */
+char *mfi_meta_str(const mfi_meta *m, char *buf, size_t size);
+
+/* internal differentiable helpers used by several ops */
+mf_tensor *mfi_unary(mfi_unop op, mf_tensor *x, double alpha);
+mf_tensor *mfi_unary_grad(mfi_unop op, mf_tensor *gy, mf_tensor *x, mf_tensor *y, double alpha);
+mf_tensor *mfi_binary(mfi_binop op, mf_tensor *a, mf_tensor *b);
+/* naxes 0 reduces over every axis. */
+mf_tensor *mfi_reduce(mfi_redop op, mf_tensor *x, int naxes, const int *axes, bool keepdim);
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * lib/nn/nn_internal.h - the module struct shared by lib/nn/ files.
+ */
+#ifndef MPIFLOW_LIB_NN_INTERNAL_H
+#define MPIFLOW_LIB_NN_INTERNAL_H
+
+#include "lib/internal.h"
+
+typedef struct mfi_named {
+    char *name;
+    mf_tensor *t;
+} mfi_named;
+
+typedef struct mfi_child {
+    char *name;
+    mf_module *m;
+} mfi_child;
+
+struct mf_module {
+    const mf_module_ops *ops;
+    void *priv;
+    bool training;
+    int nparams, nbuffers, nchildren;
+    mfi_named *params, *buffers;
+    mfi_child *children;
+};
+
+/* Joins prefix and name with a dot ("" prefix gives name). */
+char *mfi_join_name(const char *prefix, const char *name, char *buf, size_t size);
+/* Fills t with U(-bound, bound) keyed by the dotted name. */
+mf_status mfi_init_uniform(mf_tensor *t, double bound, uint64_t seed, const char *prefix, const char *name);
+/* Initial values at creation, keyed by the global seed and a creation
+ * number (same on every rank of an SPMD program); the model's
+ * mf_module_reset_parameters later re-keys them by dotted name. */
+mf_status mfi_module_init_fresh(mf_module *m);
+/* A module with a private struct of `size` bytes (zeroed), or NULL. */
+mf_module *mfi_module_new(const mf_module_ops *ops, size_t priv_size);
+
+#endif

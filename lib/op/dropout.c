@@ -1,0 +1,67 @@
+/*
+ * lib/op/dropout.c - inverted dropout with a Philox mask.
+ *
+ * Each call takes the next draw key of the global generator, so the mask
+ * depends only on (seed, call number, element index): the same on any
+ * rank that computes the element. The gradient is gy times the mask
+ * (0 or 1/(1-p)).
+ */
+#include "lib/internal.h"
+
+typedef struct drop_attrs {
+    double p;
+    uint64_t key;
+} drop_attrs;
+
+static mf_status drop_infer(mfi_call *c, mfi_meta *out)
+{
+    if (!mf_dtype_is_float(c->in_meta[0].dtype)) MF_FAIL(MF_ERR_DTYPE, "mf_dropout: input is not a float tensor");
+    *out = c->in_meta[0];
+    return MF_OK;
+}
+
+static mf_status drop_forward(mfi_call *c, mf_tensor **out)
+{
+    const drop_attrs *a = c->attrs;
+    mf_tensor *x = mfi_contiguous_raw(c->in[0]);
+    if (!x) return mf_last_status();
+    mf_tensor *mask = mfi_tensor_new(x->dtype, x->ndim, x->shape);
+    mf_status st = MF_OK;
+    if (!mask) MF_TRY_OUT(mf_last_status());
+    mfi_view vo = mfi_view_of(*out), vm = mfi_view_of(mask), vx = mfi_view_of(x);
+    MFI_KERNEL(st, MF_PROF_ELEMENTWISE, mfi_backend_of(x), dropout_fwd, &vo, &vm, &vx, a->p, mf_seed(), a->key, 0);
+    MF_TRY_OUT(st);
+    MF_TRY_OUT(mfi_save(c, mask));
+out:
+    mf_tensor_destroy(x);
+    mf_tensor_destroy(mask);
+    return st;
+}
+
+static mf_status drop_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
+{
+    mf_tensor *mask = mfi_saved(c, 0);
+    if (!mask) return mf_last_status();
+    gx[0] = mf_mul(gy, mask);
+    return gx[0] ? MF_OK : mf_last_status();
+}
+
+static const mfi_op drop_op = {"mf_dropout", 0, drop_infer, drop_forward, drop_backward};
+
+mf_tensor *mf_dropout(mf_tensor *x, double p, bool training)
+{
+    if (mfi_check_input("mf_dropout", "x", x) != MF_OK) return NULL;
+    if (!(p >= 0 && p <= 1)) {
+        mfi_error(MF_ERR_ARG, "mf_dropout: p=%g is not a probability in [0, 1]", p);
+        return NULL;
+    }
+    if (!training || p == 0) return mf_tensor_retain(x);
+    if (p == 1) {
+        mf_tensor *z = mf_zeros_like(x);
+        mf_tensor *y = z ? mf_mul(x, z) : NULL;   /* keeps the graph: gradient 0 */
+        mf_tensor_destroy(z);
+        return y;
+    }
+    drop_attrs a = {p, mfi_rng_next_key()};
+    return mfi_apply(&drop_op, 1, &x, &a, sizeof a);
+}

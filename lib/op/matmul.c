@@ -1,0 +1,313 @@
+/*
+ * lib/op/matmul.c - matmul (batched, with transposes) and linear, on the
+ * backend's GEMM.
+ *
+ * A strided operand whose last two dims are row- or column-major goes to
+ * GEMM as is (a column-major one flips the transpose flag); anything
+ * else is copied first. For C = op(A) op(B) the gradients are
+ *   dA = G op(B)^T  (or op(B) G^T when A was transposed),
+ *   dB = op(A)^T G  (or G^T op(A) when B was transposed),
+ * summed over the batch when the operand was shared by it.
+ * SBP (DESIGN.md section 4): S(0)xB->S(0), BxS(1)->S(1), S(1)xS(0)->P.
+ */
+#include "lib/internal.h"
+
+typedef struct mm_attrs {
+    bool ta, tb;
+} mm_attrs;
+
+/* How one operand enters GEMM. */
+typedef struct gemm_arg {
+    mf_tensor *t;        /* the tensor (maybe a contiguous copy) */
+    bool trans;          /* pass CblasTrans */
+    int64_t ld, bstride;
+    const void *data;
+} gemm_arg;
+
+static bool batch_collapsible(const mf_tensor *t, int64_t *bstride)
+{
+    int nb = t->ndim - 2;
+    *bstride = 0;
+    if (nb <= 0) return true;
+    int64_t expect = -1;
+    for (int i = nb - 1; i >= 0; i--) {
+        if (t->shape[i] == 1) continue;
+        if (expect >= 0 && t->stride[i] != expect) return false;
+        if (expect < 0) *bstride = t->stride[i];
+        expect = t->stride[i] * t->shape[i];
+    }
+    return true;
+}
+
+/* trans: whether op() transposes the operand. */
+static mf_status gemm_prepare(mf_tensor *t, bool trans, gemm_arg *g)
+{
+    int64_t r = t->shape[t->ndim - 2], c = t->shape[t->ndim - 1];
+    int64_t sr = t->stride[t->ndim - 2], sc = t->stride[t->ndim - 1];
+    int64_t bs;
+    g->t = mf_tensor_retain(t);
+    if (batch_collapsible(t, &bs)) {
+        if ((c <= 1 || sc == 1) && (r <= 1 || sr >= c)) {
+            g->trans = trans;
+            g->ld = r <= 1 ? (c > 1 ? c : 1) : sr;
+            g->bstride = bs;
+            g->data = mf_tensor_data(t);
+            return MF_OK;
+        }
+        if ((r <= 1 || sr == 1) && (c <= 1 || sc >= r)) {
+            g->trans = !trans;
+            g->ld = c <= 1 ? (r > 1 ? r : 1) : sc;
+            g->bstride = bs;
+            g->data = mf_tensor_data(t);
+            return MF_OK;
+        }
+    }
+    mf_tensor_destroy(g->t);
+    g->t = mfi_contiguous_raw(t);
+    if (!g->t) return mf_last_status();
+    g->trans = trans;
+    g->ld = c > 1 ? c : 1;
+    g->bstride = t->ndim > 2 ? r * c : 0;
+    g->data = mf_tensor_data(g->t);
+    return MF_OK;
+}
+
+static mf_status mm_infer(mfi_call *c, mfi_meta *out)
+{
+    const mm_attrs *a = c->attrs;
+    const mfi_meta *x = &c->in_meta[0], *y = &c->in_meta[1];
+    char s1[128], s2[128];
+    if (x->dtype != y->dtype)
+        MF_FAIL(MF_ERR_DTYPE, "mf_matmul: dtypes %s and %s differ", mf_dtype_name(x->dtype), mf_dtype_name(y->dtype));
+    if (!mf_dtype_is_float(x->dtype))
+        MF_FAIL(MF_ERR_DTYPE, "mf_matmul: dtype %s is not a float dtype", mf_dtype_name(x->dtype));
+    if (x->ndim < 2 || y->ndim < 2)
+        MF_FAIL(MF_ERR_SHAPE, "mf_matmul: operands %s and %s need at least 2 dims", mfi_meta_str(x, s1, sizeof s1),
+                mfi_meta_str(y, s2, sizeof s2));
+    int64_t m = x->shape[x->ndim - (a->ta ? 1 : 2)], k1 = x->shape[x->ndim - (a->ta ? 2 : 1)];
+    int64_t k2 = y->shape[y->ndim - (a->tb ? 1 : 2)], n = y->shape[y->ndim - (a->tb ? 2 : 1)];
+    if (k1 != k2)
+        MF_FAIL(MF_ERR_SHAPE, "mf_matmul: a is %s%s but b is %s%s: inner dims differ (%lld vs %lld)",
+                mfi_meta_str(x, s1, sizeof s1), a->ta ? " (transposed)" : "", mfi_meta_str(y, s2, sizeof s2),
+                a->tb ? " (transposed)" : "", (long long)k1, (long long)k2);
+    int bx = x->ndim - 2, by = y->ndim - 2;
+    if (bx && by) {
+        bool same = bx == by;
+        for (int i = 0; same && i < bx; i++) same = x->shape[i] == y->shape[i];
+        if (!same)
+            MF_FAIL(MF_ERR_SHAPE, "mf_matmul: batch dims of %s and %s differ", mfi_meta_str(x, s1, sizeof s1),
+                    mfi_meta_str(y, s2, sizeof s2));
+    }
+    const mfi_meta *b = bx >= by ? x : y;
+    int nb = bx >= by ? bx : by;
+    out->dtype = x->dtype;
+    out->ndim = nb + 2;
+    for (int i = 0; i < nb; i++) out->shape[i] = b->shape[i];
+    out->shape[nb] = m;
+    out->shape[nb + 1] = n;
+    return MF_OK;
+}
+
+static mf_status mm_forward(mfi_call *c, mf_tensor **out)
+{
+    const mm_attrs *a = c->attrs;
+    mf_tensor *y = *out;
+    gemm_arg A = {0}, B = {0};
+    mf_status st = MF_OK;
+    MF_TRY_OUT(gemm_prepare(c->in[0], a->ta, &A));
+    MF_TRY_OUT(gemm_prepare(c->in[1], a->tb, &B));
+    const mfi_meta *x = &c->in_meta[0];
+    int64_t m = y->shape[y->ndim - 2], n = y->shape[y->ndim - 1];
+    int64_t k = x->shape[x->ndim - (a->ta ? 2 : 1)];
+    mfi_gemm g = {
+        .dtype = y->dtype, .trans_a = A.trans, .trans_b = B.trans, .m = m, .n = n, .k = k,
+        .alpha = 1.0, .beta = 0.0,
+        .a = A.data, .lda = A.ld, .stride_a = A.bstride,
+        .b = B.data, .ldb = B.ld, .stride_b = B.bstride,
+        .c = mf_tensor_data(y), .ldc = n > 1 ? n : 1, .stride_c = m * n,
+        .batch = mfi_numel(y->ndim - 2, y->shape),
+    };
+    if (k == 0) {
+        MF_TRY_OUT(mf_fill_(y, 0.0));
+    } else {
+        MFI_KERNEL(st, MF_PROF_GEMM, mfi_backend_of(y), gemm, &g);
+        MF_TRY_OUT(st);
+    }
+    if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, c->in[0]));
+    if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, c->in[1]));
+out:
+    mf_tensor_destroy(A.t);
+    mf_tensor_destroy(B.t);
+    return st;
+}
+
+static mf_status mm_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
+{
+    const mm_attrs *a = c->attrs;
+    int i = 0;
+    mf_tensor *A = c->needs_grad[1] ? mfi_saved(c, i++) : NULL;
+    mf_tensor *B = c->needs_grad[0] ? mfi_saved(c, i++) : NULL;
+    if ((c->needs_grad[1] && !A) || (c->needs_grad[0] && !B)) return mf_last_status();
+    if (c->needs_grad[0]) {
+        mf_tensor *d = a->ta ? mf_matmul_t(B, gy, a->tb, true) : mf_matmul_t(gy, B, false, !a->tb);
+        if (!d) return mf_last_status();
+        gx[0] = mfi_sum_to(d, &c->in_meta[0]);
+        mf_tensor_destroy(d);
+        if (!gx[0]) return mf_last_status();
+    }
+    if (c->needs_grad[1]) {
+        mf_tensor *d = a->tb ? mf_matmul_t(gy, A, true, a->ta) : mf_matmul_t(A, gy, !a->ta, false);
+        if (!d) return mf_last_status();
+        gx[1] = mfi_sum_to(d, &c->in_meta[1]);
+        mf_tensor_destroy(d);
+        if (!gx[1]) return mf_last_status();
+    }
+    return MF_OK;
+}
+
+static const mfi_op mm_op = {"mf_matmul", 0, mm_infer, mm_forward, mm_backward};
+
+mf_tensor *mf_matmul_t(mf_tensor *a, mf_tensor *b, bool trans_a, bool trans_b)
+{
+    if (mfi_check_input("mf_matmul", "a", a) != MF_OK || mfi_check_input("mf_matmul", "b", b) != MF_OK)
+        return NULL;
+    mm_attrs at = {trans_a, trans_b};
+    mf_tensor *in[2] = {a, b};
+    return mfi_apply(&mm_op, 2, in, &at, sizeof at);
+}
+
+mf_tensor *mf_matmul(mf_tensor *a, mf_tensor *b)
+{
+    if (mfi_check_input("mf_matmul", "a", a) != MF_OK || mfi_check_input("mf_matmul", "b", b) != MF_OK)
+        return NULL;
+    if (a->ndim >= 2 && b->ndim >= 2) return mf_matmul_t(a, b, false, false);
+    /* vectors: [K] as [1, K] on the left, [K, 1] on the right */
+    mf_tensor *a2 = a->ndim == 1 ? mf_unsqueeze(a, 0) : mf_tensor_retain(a);
+    mf_tensor *b2 = b->ndim == 1 ? mf_unsqueeze(b, 1) : mf_tensor_retain(b);
+    mf_tensor *y = a2 && b2 ? mf_matmul_t(a2, b2, false, false) : NULL;
+    mf_tensor *r = y;
+    if (y && b->ndim == 1) {
+        r = mf_squeeze(y, -1);
+        mf_tensor_destroy(y);
+        y = r;
+    }
+    if (y && a->ndim == 1) {
+        r = mf_squeeze(y, -2 + (b->ndim == 1 ? 1 : 0));
+        mf_tensor_destroy(y);
+    }
+    mf_tensor_destroy(a2);
+    mf_tensor_destroy(b2);
+    return r;
+}
+
+/* ---------------------------------------------------------------- linear */
+static mf_status lin_infer(mfi_call *c, mfi_meta *out)
+{
+    const mfi_meta *x = &c->in_meta[0], *w = &c->in_meta[1], *b = &c->in_meta[2];
+    char s1[128], s2[128];
+    if (x->dtype != w->dtype || (b->ndim >= 0 && b->dtype != x->dtype))
+        MF_FAIL(MF_ERR_DTYPE, "mf_linear: x is %s but weight is %s", mf_dtype_name(x->dtype), mf_dtype_name(w->dtype));
+    if (!mf_dtype_is_float(x->dtype)) MF_FAIL(MF_ERR_DTYPE, "mf_linear: x is not a float tensor");
+    if (w->ndim != 2)
+        MF_FAIL(MF_ERR_SHAPE, "mf_linear: weight %s must be 2-D [out, in]", mfi_meta_str(w, s1, sizeof s1));
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+        MF_FAIL(MF_ERR_SHAPE, "mf_linear: x is %s but weight is %s: inner dims differ",
+                mfi_meta_str(x, s1, sizeof s1), mfi_meta_str(w, s2, sizeof s2));
+    if (b->ndim >= 0 && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+        MF_FAIL(MF_ERR_SHAPE, "mf_linear: bias %s does not match weight %s", mfi_meta_str(b, s1, sizeof s1),
+                mfi_meta_str(w, s2, sizeof s2));
+    *out = *x;
+    out->shape[out->ndim - 1] = w->shape[0];
+    return MF_OK;
+}
+
+static mf_status lin_forward(mfi_call *c, mf_tensor **out)
+{
+    mf_tensor *y = *out, *x = c->in[0], *w = c->in[1], *b = c->in[2];
+    int64_t in = w->shape[1], outf = w->shape[0], rows = mf_tensor_numel(x) / (in ? in : 1);
+    if (in == 0) rows = mfi_numel(x->ndim - 1, x->shape);
+    gemm_arg X = {0}, W = {0};
+    mf_status st = MF_OK;
+    /* x as [rows, in]: contiguous, or its rows evenly strided */
+    mf_tensor *xc = mfi_contiguous_raw(x);
+    if (!xc) return mf_last_status();
+    MF_TRY_OUT(gemm_prepare(w, true, &W));
+    const mfi_backend *be = mfi_backend_of(y);
+    if (b) {
+        int64_t shp[2] = {rows, outf};
+        mfi_view o = mfi_view_as(y, 2, shp), bv = mfi_view_of(b);
+        bv.ndim = 2;
+        bv.shape[0] = rows;
+        bv.shape[1] = outf;
+        bv.stride[1] = b->stride[0];
+        bv.stride[0] = 0;
+        MFI_KERNEL(st, MF_PROF_ELEMENTWISE, be, copy, &o, &bv);
+        MF_TRY_OUT(st);
+    }
+    mfi_gemm g = {
+        .dtype = y->dtype, .trans_a = false, .trans_b = W.trans, .m = rows, .n = outf, .k = in,
+        .alpha = 1.0, .beta = b ? 1.0 : 0.0,
+        .a = mf_tensor_data(xc), .lda = in > 1 ? in : 1,
+        .b = W.data, .ldb = W.ld,
+        .c = mf_tensor_data(y), .ldc = outf > 1 ? outf : 1, .batch = 1,
+    };
+    if (in == 0 && !b) {
+        MF_TRY_OUT(mf_fill_(y, 0.0));
+    } else if (in > 0) {
+        MFI_KERNEL(st, MF_PROF_GEMM, be, gemm, &g);
+        MF_TRY_OUT(st);
+    }
+    if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, x));
+    if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, w));
+out:
+    mf_tensor_destroy(xc);
+    mf_tensor_destroy(X.t);
+    mf_tensor_destroy(W.t);
+    return st;
+}
+
+static mf_status lin_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
+{
+    const mfi_meta *xm = &c->in_meta[0], *wm = &c->in_meta[1];
+    int64_t in = wm->shape[1], outf = wm->shape[0], rows = mfi_numel(xm->ndim - 1, xm->shape);
+    int64_t s2[2] = {rows, outf};
+    mf_status st = MF_OK;
+    int si = 0;
+    mf_tensor *x = c->needs_grad[1] ? mfi_saved(c, si++) : NULL;
+    mf_tensor *w = c->needs_grad[0] ? mfi_saved(c, si++) : NULL;
+    if ((c->needs_grad[1] && !x) || (c->needs_grad[0] && !w)) return mf_last_status();
+    mf_tensor *g2 = mf_reshape(gy, 2, s2), *x2 = NULL, *d = NULL;
+    if (!g2) return mf_last_status();
+    if (c->needs_grad[0]) {            /* gx = gy W */
+        d = mf_matmul_t(g2, w, false, false);
+        if (!d) MF_TRY_OUT(mf_last_status());
+        gx[0] = mf_reshape(d, xm->ndim, xm->shape);
+        if (!gx[0]) MF_TRY_OUT(mf_last_status());
+    }
+    if (c->needs_grad[1]) {            /* gW = gy^T x */
+        int64_t xs[2] = {rows, in};
+        x2 = mf_reshape(x, 2, xs);
+        gx[1] = x2 ? mf_matmul_t(g2, x2, true, false) : NULL;
+        if (!gx[1]) MF_TRY_OUT(mf_last_status());
+    }
+    if (c->n_in > 2 && c->needs_grad[2]) {   /* gb = sum of gy over rows */
+        int ax = 0;
+        gx[2] = mfi_reduce(MFI_RED_SUM, g2, 1, &ax, false);
+        if (!gx[2]) MF_TRY_OUT(mf_last_status());
+    }
+out:
+    mf_tensor_destroy(g2);
+    mf_tensor_destroy(x2);
+    mf_tensor_destroy(d);
+    return st;
+}
+
+static const mfi_op lin_op = {"mf_linear", 0, lin_infer, lin_forward, lin_backward};
+
+mf_tensor *mf_linear(mf_tensor *x, mf_tensor *weight, mf_tensor *bias)
+{
+    if (mfi_check_input("mf_linear", "x", x) != MF_OK || mfi_check_input("mf_linear", "weight", weight) != MF_OK)
+        return NULL;
+    mf_tensor *in[3] = {x, weight, bias};
+    return mfi_apply(&lin_op, 3, in, NULL, 0);
+}

@@ -1,0 +1,33 @@
+/*
+ * lib/optim/clip.c - gradient clipping by global L2 norm, as
+ * torch.nn.utils.clip_grad_norm_: scale = max_norm / (norm + 1e-6),
+ * applied only when it is below 1.
+ */
+#include <math.h>
+#include "lib/internal.h"
+
+mf_status mf_clip_grad_norm(const mf_tensor_list *params, double max_norm, double *total_norm)
+{
+    if (!params) MF_FAIL(MF_ERR_ARG, "mf_clip_grad_norm: the parameter list is NULL");
+    if (!(max_norm > 0)) MF_FAIL(MF_ERR_ARG, "mf_clip_grad_norm: max_norm %g must be > 0", max_norm);
+    bool prev = mf_set_grad_enabled(false);
+    double sq = 0;
+    mf_status st = MF_OK;
+    for (int i = 0; i < params->n && st == MF_OK; i++) {
+        mf_tensor *g = mf_tensor_grad(params->items[i].tensor);
+        if (!g) continue;
+        mf_tensor *s = mfi_reduce(MFI_RED_SUMSQ, g, 0, NULL, false);
+        if (!s) st = mf_last_status();
+        else sq += mf_tensor_item(s);
+        mf_tensor_destroy(s);
+    }
+    double norm = sqrt(sq);
+    if (total_norm) *total_norm = norm;
+    double coef = max_norm / (norm + 1e-6);
+    for (int i = 0; i < params->n && st == MF_OK && coef < 1.0; i++) {
+        mf_tensor *g = mf_tensor_grad(params->items[i].tensor);
+        if (g) st = mf_scale_(g, coef);
+    }
+    mf_set_grad_enabled(prev);
+    return st;
+}

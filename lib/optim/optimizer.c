@@ -1,0 +1,140 @@
+/*
+ * lib/optim/optimizer.c - what all optimizers share: parameters, lazily
+ * created state, step/zero_grad, and the state list for checkpoints.
+ */
+#include <stdio.h>
+#include "lib/optim/optim_internal.h"
+
+mf_optim *mfi_optim_new(const char *type, const mf_tensor_list *params, double lr, int nstate,
+                        const char *const *state_names)
+{
+    if (!params) {
+        mfi_error(MF_ERR_ARG, "%s: the parameter list is NULL", type);
+        return NULL;
+    }
+    if (!(lr >= 0)) {
+        mfi_error(MF_ERR_ARG, "%s: learning rate %g must be >= 0", type, lr);
+        return NULL;
+    }
+    mf_optim *o = calloc(1, sizeof *o);
+    if (!o || !(o->params = calloc((size_t)(params->n ? params->n : 1), sizeof *o->params))) {
+        free(o);
+        mfi_error(MF_ERR_NOMEM, "%s: out of memory", type);
+        return NULL;
+    }
+    o->type = type;
+    o->lr = lr;
+    o->nstate = nstate;
+    for (int i = 0; i < nstate; i++) o->state_names[i] = state_names[i];
+    for (int i = 0; i < params->n; i++) {
+        mf_tensor *t = params->items[i].tensor;
+        if (!mf_dtype_is_float(mf_tensor_dtype(t))) {
+            mfi_error(MF_ERR_DTYPE, "%s: parameter '%s' is %s, not a float tensor", type, params->items[i].name,
+                      mf_dtype_name(mf_tensor_dtype(t)));
+            mf_optim_destroy(o);
+            return NULL;
+        }
+        o->params[i].name = strdup(params->items[i].name);
+        o->params[i].p = mf_tensor_retain(t);
+        o->n++;
+        if (!o->params[i].name) {
+            mfi_error(MF_ERR_NOMEM, "%s: out of memory", type);
+            mf_optim_destroy(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+void mf_optim_destroy(mf_optim *o)
+{
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) {
+        free(o->params[i].name);
+        mf_tensor_destroy(o->params[i].p);
+        for (int k = 0; k < MFI_OPT_MAX_STATE; k++) mf_tensor_destroy(o->params[i].state[k]);
+    }
+    free(o->params);
+    free(o);
+}
+
+mf_status mf_optim_step(mf_optim *o)
+{
+    if (!o) MF_FAIL(MF_ERR_ARG, "mf_optim_step: optimizer is NULL");
+    for (int i = 0; i < o->n; i++) {
+        mfi_opt_param *p = &o->params[i];
+        mf_tensor *g = mf_tensor_grad(p->p);
+        if (!g) continue;
+        if (!mf_tensor_is_contiguous(p->p))
+            MF_FAIL(MF_ERR_ARG, "%s: parameter '%s' is not contiguous", o->type, p->name);
+        mf_tensor *gc = mfi_contiguous_raw(g);
+        if (!gc) return mf_last_status();
+        mfi_view vs[MFI_OPT_MAX_STATE];
+        mf_status st = MF_OK;
+        for (int k = 0; k < o->nstate && st == MF_OK; k++) {
+            if (!o->uses[k]) continue;
+            if (!p->state[k]) {
+                p->state[k] = mf_zeros_like(p->p);
+                if (!p->state[k]) st = mf_last_status();
+                else {
+                    char nm[512];
+                    snprintf(nm, sizeof nm, "%s/%s", p->name, o->state_names[k]);
+                    mf_tensor_set_name(p->state[k], nm);
+                }
+            }
+            if (st == MF_OK) vs[k] = mfi_view_of(p->state[k]);
+        }
+        if (st == MF_OK) {
+            p->step++;
+            mfi_view vp = mfi_view_of(p->p), vg = mfi_view_of(gc);
+            st = o->update(o, p, &vp, &vg, vs);
+            mfi_bump_version(p->p);
+        }
+        mf_tensor_destroy(gc);
+        if (st != MF_OK) return mfi_error_context("%s: parameter '%s'", o->type, p->name);
+    }
+    o->steps++;
+    return MF_OK;
+}
+
+void mf_optim_zero_grad(mf_optim *o)
+{
+    for (int i = 0; o && i < o->n; i++) mf_tensor_set_grad(o->params[i].p, NULL);
+}
+
+void mf_optim_set_lr(mf_optim *o, double lr) { o->lr = lr; }
+double mf_optim_lr(const mf_optim *o) { return o->lr; }
+int64_t mf_optim_steps(const mf_optim *o) { return o->steps; }
+const char *mf_optim_type(const mf_optim *o) { return o->type; }
+
+mf_tensor_list *mf_optim_state(const mf_optim *o)
+{
+    mf_tensor_list *l = calloc(1, sizeof *l);
+    if (!l) {
+        mfi_error(MF_ERR_NOMEM, "mf_optim_state: out of memory");
+        return NULL;
+    }
+    int cap = o->n * o->nstate + 1;
+    l->items = calloc((size_t)cap, sizeof *l->items);
+    if (!l->items) {
+        free(l);
+        mfi_error(MF_ERR_NOMEM, "mf_optim_state: out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < o->n; i++)
+        for (int k = 0; k < o->nstate; k++) {
+            if (!o->params[i].state[k]) continue;
+            char nm[512];
+            snprintf(nm, sizeof nm, "%s/%s", o->params[i].name, o->state_names[k]);
+            l->items[l->n].name = strdup(nm);
+            l->items[l->n].tensor = mf_tensor_retain(o->params[i].state[k]);
+            l->items[l->n].kind = MF_ENTRY_STATE;
+            if (!l->items[l->n].name) {
+                mf_tensor_list_destroy(l);
+                mfi_error(MF_ERR_NOMEM, "mf_optim_state: out of memory");
+                return NULL;
+            }
+            l->n++;
+        }
+    return l;
+}

@@ -1,0 +1,41 @@
+/*
+ * lib/profile.c - time per kernel class (MF_PROFILE=1).
+ *
+ * MFI_KERNEL brackets each kernel call with mf_time() when profiling is
+ * on; the benchmark reads the GEMM share of a training step from here.
+ */
+#include "lib/internal.h"
+
+bool mfi_prof_on;
+static double prof_seconds[MF_PROF_COUNT];
+static int64_t prof_calls[MF_PROF_COUNT];
+
+static const char *const class_names[MF_PROF_COUNT] = {
+    "gemm", "conv", "elementwise", "reduce", "norm", "pool", "optim", "other"};
+
+void mfi_prof_add(mf_prof_class c, double seconds)
+{
+    prof_seconds[c] += seconds;
+    prof_calls[c]++;
+}
+
+void mf_profile_enable(bool on) { mfi_prof_on = on; }
+bool mf_profile_enabled(void) { return mfi_prof_on; }
+
+void mf_profile_reset(void)
+{
+    memset(prof_seconds, 0, sizeof prof_seconds);
+    memset(prof_calls, 0, sizeof prof_calls);
+}
+
+double mf_profile_seconds(mf_prof_class c, int64_t *calls)
+{
+    if ((unsigned)c >= MF_PROF_COUNT) return 0.0;
+    if (calls) *calls = prof_calls[c];
+    return prof_seconds[c];
+}
+
+const char *mf_profile_class_name(mf_prof_class c)
+{
+    return (unsigned)c < MF_PROF_COUNT ? class_names[c] : "?";
+}

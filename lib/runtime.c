@@ -1,0 +1,122 @@
+/*
+ * lib/runtime.c - mf_init/mf_finalize, thread counts, logging, agreement.
+ */
+#include <stdio.h>
+#include <time.h>
+#include "lib/internal.h"
+#include "collectives/comm.h"
+
+static int init_count;
+static bool mpi_started;
+static int nthreads = 1;
+static mf_log_level log_level = MF_LOG_INFO;
+
+static int default_threads(void)
+{
+    int total = 0;
+    int usable = mfi_topo_cores(&total);
+    /* A rank bound to a subset of the cores (by Slurm or mpiexec) uses
+     * that subset; an unbound rank shares the node with its peers. */
+    if (usable < total) return usable > 0 ? usable : 1;
+    int per = total / (mfi_comm_node_size() > 0 ? mfi_comm_node_size() : 1);
+    return per > 0 ? per : 1;
+}
+
+static long env_long(const char *name, long def)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return def;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end ? def : v;
+}
+
+mf_status mf_init(int *argc, char ***argv)
+{
+    if (init_count++ > 0) return MF_OK;
+    mf_status st = mfi_mpi_init(argc, argv, &mpi_started);
+    if (st == MF_OK) st = mfi_comm_world_setup();
+    if (st != MF_OK) {
+        init_count = 0;
+        return st;
+    }
+    const char *seed = getenv("MF_SEED");
+    if (seed && *seed) mf_manual_seed(strtoull(seed, NULL, 10));
+    if (getenv("MF_PROFILE") && atoi(getenv("MF_PROFILE")) > 0) mf_profile_enable(true);
+    long lvl = env_long("MF_LOG_LEVEL", -1);
+    if (lvl >= MF_LOG_DEBUG && lvl <= MF_LOG_ERROR) log_level = (mf_log_level)lvl;
+    return mf_set_threads((int)env_long("MF_THREADS", 0));
+}
+
+mf_status mf_finalize(void)
+{
+    if (init_count == 0) return MF_OK;
+    if (--init_count > 0) return MF_OK;
+    mfi_alloc_shutdown();
+    mfi_comm_world_teardown();
+    mf_status st = MF_OK;
+    if (mpi_started) st = mfi_mpi_finalize();
+    mpi_started = false;
+    return st;
+}
+
+bool mf_initialized(void) { return init_count > 0; }
+int mf_rank(void) { return mfi_comm_rank(); }
+int mf_world_size(void) { return mfi_comm_size(); }
+int mf_local_rank(void) { return mfi_comm_node_rank(); }
+int mf_local_size(void) { return mfi_comm_node_size(); }
+
+mf_status mf_set_threads(int n)
+{
+    if (n <= 0) n = default_threads();
+    nthreads = n;
+    if (mfi_cpu_backend.set_threads) mfi_cpu_backend.set_threads(n);
+    return MF_OK;
+}
+
+int mf_threads(void) { return nthreads; }
+
+/* ---------------------------------------------------------------- logging */
+void mf_log_set_level(mf_log_level level) { log_level = level; }
+
+void mf_log_at(mf_log_level level, const char *fmt, ...)
+{
+    if (level < log_level) return;
+    bool all = level == MF_LOG_ERROR;
+    if (!all && mf_rank() != 0) return;
+    FILE *f = level >= MF_LOG_WARN ? stderr : stdout;
+    va_list ap;
+    va_start(ap, fmt);
+    if (all && mf_world_size() > 1) fprintf(f, "[rank %d] ", mf_rank());
+    if (level == MF_LOG_WARN) fputs("warning: ", f);
+    if (level == MF_LOG_ERROR) fputs("error: ", f);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fflush(f);
+}
+
+void mf_log_all(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (mf_world_size() > 1) fprintf(stdout, "[rank %d] ", mf_rank());
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+double mf_time(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+mf_status mf_agree(mf_status local)
+{
+    char msg[1536];
+    snprintf(msg, sizeof msg, "%s", local != MF_OK ? mf_last_error() : "");
+    return mfi_comm_agree(local, msg);
+}

@@ -1,0 +1,160 @@
+/*
+ * tests/test_util.c - see test_util.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include "tests/test_util.h"
+
+int mf_test_main(int argc, char **argv, Suite *(*make_suite)(void))
+{
+    if (mf_init(&argc, &argv) != MF_OK) {
+        fprintf(stderr, "mf_init failed: %s\n", mf_last_error());
+        return 1;
+    }
+    setenv("CK_FORK", "no", 1);
+    SRunner *sr = srunner_create(make_suite());
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, mf_rank() == 0 ? CK_NORMAL : CK_SILENT);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    if (failed && mf_world_size() > 1) fprintf(stderr, "[rank %d] %d test(s) failed\n", mf_rank(), failed);
+    mf_status agreed = mf_agree(failed ? MF_ERR_STATE : MF_OK);
+    mf_finalize();
+    return agreed == MF_OK ? 0 : 1;
+}
+
+bool mf_test_status_failed_(mf_status s) { return s != MF_OK; }
+
+bool mf_test_tensor_failed_(mf_tensor *t)
+{
+    if (!t) return true;
+    mf_tensor_destroy(t);
+    return false;
+}
+
+mf_tensor *mf_test_tensor(mf_dtype dt, int ndim, const int64_t *shape, const double *values)
+{
+    mf_tensor *t = mf_empty(dt, ndim, shape);
+    if (!t) return NULL;
+    int64_t n = mf_tensor_numel(t);
+    if (mf_tensor_copy_in(t, MF_F64, values, n) != MF_OK) {
+        mf_tensor_destroy(t);
+        return NULL;
+    }
+    return t;
+}
+
+void mf_test_expect_shape(const char *what, mf_tensor *t, int ndim, const int64_t *shape)
+{
+    ck_assert_msg(t != NULL, "%s is NULL: %s", what, mf_last_error());
+    char got[128], want[128];
+    snprintf(want, sizeof want, "[");
+    for (int i = 0; i < ndim; i++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), i ? ",%lld" : "%lld", (long long)shape[i]);
+    snprintf(want + strlen(want), sizeof want - strlen(want), "]");
+    mf_tensor_shape_str(t, got, sizeof got);
+    ck_assert_msg(!strcmp(got, want), "%s has shape %s, expected %s", what, got, want);
+}
+
+void mf_test_expect(const char *what, mf_tensor *t, int ndim, const int64_t *shape, const double *expect, double tol)
+{
+    mf_test_expect_shape(what, t, ndim, shape);
+    int64_t n = mf_tensor_numel(t);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    ck_assert(v != NULL);
+    ck_assert_msg(mf_tensor_copy_out(t, MF_F64, v, n) == MF_OK, "%s: %s", what, mf_last_error());
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs(v[i] - expect[i]);
+        bool ok = err <= tol * (1.0 + fabs(expect[i])) || (isnan(v[i]) && isnan(expect[i])) ||
+                  (isinf(v[i]) && v[i] == expect[i]);
+        if (!ok) {
+            double got = v[i];
+            free(v);
+            ck_abort_msg("%s[%lld] = %.9g, expected %.9g (tol %g)", what, (long long)i, got, expect[i], tol);
+        }
+    }
+    free(v);
+}
+
+mf_tensor *mf_test_rand64(int ndim, const int64_t *shape, double lo, double hi)
+{
+    mf_tensor *u = mf_rand(MF_F64, ndim, shape);
+    if (!u) return NULL;
+    mf_tensor *s = mf_scale(u, hi - lo);
+    mf_tensor *t = s ? mf_add_scalar(s, lo) : NULL;
+    mf_tensor_destroy(u);
+    mf_tensor_destroy(s);
+    if (t) mf_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+/* sum(out * w) with grad mode as the caller has it. */
+static mf_tensor *weighted(mf_tensor *out, mf_tensor *w)
+{
+    mf_tensor *p = mf_mul(out, w);
+    mf_tensor *s = p ? mf_sum_all(p) : NULL;
+    mf_tensor_destroy(p);
+    return s;
+}
+
+static double eval_loss(mf_test_fn fn, mf_tensor **in, void *user, mf_tensor *w)
+{
+    mf_no_grad_begin();
+    mf_tensor *out = fn(in, user);
+    mf_tensor *l = out ? weighted(out, w) : NULL;
+    double v = l ? mf_tensor_item(l) : NAN;
+    mf_tensor_destroy(out);
+    mf_tensor_destroy(l);
+    mf_no_grad_end();
+    return v;
+}
+
+double mf_test_gradcheck(const char *what, mf_test_fn fn, int n, mf_tensor **in, void *user, double eps, double atol,
+                         double rtol)
+{
+    for (int i = 0; i < n; i++)
+        if (in[i]) mf_tensor_set_grad(in[i], NULL);
+    mf_tensor *out = fn(in, user);
+    ck_assert_msg(out != NULL, "%s: forward failed: %s", what, mf_last_error());
+    /* a fixed random weighting tests the whole Jacobian, not just its sum */
+    mf_tensor *w0 = mf_rand(mf_tensor_dtype(out), mf_tensor_ndim(out), mf_tensor_shape(out));
+    mf_tensor *w = w0 ? mf_add_scalar(w0, 0.5) : NULL;
+    mf_tensor_destroy(w0);
+    ck_assert_nonnull(w);
+    mf_tensor *l = weighted(out, w);
+    ck_assert_msg(l != NULL, "%s: loss failed: %s", what, mf_last_error());
+    ck_assert_msg(mf_backward(l) == MF_OK, "%s: backward failed: %s", what, mf_last_error());
+    mf_tensor_destroy(l);
+    mf_tensor_destroy(out);
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        mf_tensor *x = in[i];
+        if (!x || !mf_tensor_requires_grad(x) || mf_tensor_dtype(x) != MF_F64) continue;
+        mf_tensor *g = mf_tensor_grad(x);
+        ck_assert_msg(g != NULL, "%s: input %d got no gradient", what, i);
+        ck_assert_msg(mf_tensor_is_contiguous(x), "%s: input %d must be contiguous", what, i);
+        double *xv = mf_tensor_data(x);
+        int64_t m = mf_tensor_numel(x);
+        double *gv = malloc((size_t)(m ? m : 1) * sizeof *gv);
+        ck_assert(gv != NULL);
+        ck_assert_ok(mf_tensor_copy_out(g, MF_F64, gv, m));
+        for (int64_t k = 0; k < m; k++) {
+            double keep = xv[k];
+            xv[k] = keep + eps;
+            double lp = eval_loss(fn, in, user, w);
+            xv[k] = keep - eps;
+            double lm = eval_loss(fn, in, user, w);
+            xv[k] = keep;
+            double num = (lp - lm) / (2 * eps), err = fabs(num - gv[k]);
+            if (err > worst) worst = err;
+            if (!(err <= atol + rtol * fabs(num))) {
+                double a = gv[k];
+                free(gv);
+                ck_abort_msg("%s: d/d input%d[%lld]: analytic %.9g vs numeric %.9g", what, i, (long long)k, a, num);
+            }
+        }
+        free(gv);
+    }
+    mf_tensor_destroy(w);
+    return worst;
+}
