@@ -1,0 +1,350 @@
+/*
+ * apps/train.c - mpiflow-train: trains mlp or lenet on Fashion-MNIST or
+ * synthetic data, shows progress (loss, lr, samples/s, ETA), optionally
+ * writes a metrics CSV, and ends with a line
+ *   final test_accuracy=... test_loss=... ...
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "apps/train_opts.h"
+#include "mpiflow.h"
+
+#define EXIT_BAD_INPUT 2
+
+typedef struct run {
+    train_opts o;
+    mf_dataset *train, *test;
+    mf_loader *loader;
+    mf_module *model;
+    mf_tensor_list *params;
+    mf_optim *optim;
+    mf_lr_schedule *sched;
+    FILE *metrics;
+    double mean, std;
+    int64_t total_steps, steps_per_epoch, total_epochs;
+    bool bar;
+} run;
+
+/* Prints the failure on every rank that saw it and returns the exit code. */
+static int report(const char *what, int code)
+{
+    fprintf(stderr, "mpiflow-train: error: %s%s%s\n", what ? what : "", what ? ": " : "", mf_last_error());
+    return code;
+}
+
+static int input_code(mf_status st)
+{
+    return st == MF_ERR_IO || st == MF_ERR_FORMAT || st == MF_ERR_ARG ? EXIT_BAD_INPUT : 1;
+}
+
+static mf_status load_data(run *r)
+{
+    const train_opts *o = &r->o;
+    mf_status st = MF_OK;
+    if (!strcmp(o->dataset, "synthetic")) {
+        r->train = mf_dataset_synthetic(o->synthetic_train, 1, 28, 28, 10, o->seed + 1);
+        r->test = r->train ? mf_dataset_synthetic(o->synthetic_test, 1, 28, 28, 10, o->seed + 2) : NULL;
+    } else {
+        r->train = mf_dataset_fashion_mnist(o->data_dir, true);
+        r->test = r->train && o->eval ? mf_dataset_fashion_mnist(o->data_dir, false) : NULL;
+    }
+    if (!r->train || (o->eval && !r->test)) st = mf_last_status();
+    st = mf_agree(st);
+    if (st != MF_OK) return st;
+    /* Fashion-MNIST's usual constants; synthetic data gets its own. */
+    if (!strcmp(o->dataset, "fashion-mnist")) {
+        r->mean = 0.2860;
+        r->std = 0.3530;
+    } else {
+        mf_dataset_stats(r->train, &r->mean, &r->std);
+    }
+    return MF_OK;
+}
+
+static mf_status build(run *r)
+{
+    const train_opts *o = &r->o;
+    int64_t shape[3];
+    mf_dataset_sample_shape(r->train, shape);
+    mf_manual_seed(o->seed);
+    r->model = mf_model_create(o->model, shape[0], shape[1], shape[2], mf_dataset_classes(r->train));
+    if (!r->model) return mf_last_status();
+    r->params = mf_module_parameters(r->model);
+    if (!r->params) return mf_last_status();
+    if (!strcmp(o->optimizer, "sgd") || !strcmp(o->optimizer, "momentum")) {
+        mf_sgd_opts s = mf_sgd_defaults();
+        s.lr = o->lr;
+        s.momentum = o->momentum;
+        s.weight_decay = o->weight_decay;
+        r->optim = mf_sgd_create(r->params, &s);
+    } else if (!strcmp(o->optimizer, "rmsprop")) {
+        mf_rmsprop_opts s = mf_rmsprop_defaults();
+        s.lr = o->lr;
+        s.momentum = o->momentum;
+        s.weight_decay = o->weight_decay;
+        r->optim = mf_rmsprop_create(r->params, &s);
+    } else {
+        mf_adam_opts s = !strcmp(o->optimizer, "adamw") ? mf_adamw_defaults() : mf_adam_defaults();
+        s.lr = o->lr;
+        s.weight_decay = o->weight_decay;
+        r->optim = !strcmp(o->optimizer, "adamw") ? mf_adamw_create(r->params, &s) : mf_adam_create(r->params, &s);
+    }
+    if (!r->optim) return mf_last_status();
+    mf_loader_opts lo = {o->batch_size, o->seed, true, true, r->mean, r->std};
+    r->loader = mf_loader_create(r->train, &lo);
+    if (!r->loader) return mf_last_status();
+    r->steps_per_epoch = mf_loader_batches_per_epoch(r->loader);
+    r->total_steps = o->steps ? o->steps : o->epochs * r->steps_per_epoch;
+    r->total_epochs = (r->total_steps + r->steps_per_epoch - 1) / r->steps_per_epoch;
+    if (!strcmp(o->schedule, "step")) r->sched = mf_lr_step_create(o->lr, o->step_size, o->gamma);
+    else if (!strcmp(o->schedule, "cosine")) r->sched = mf_lr_cosine_create(o->lr, o->warmup, r->total_steps, o->lr_min);
+    else if (!strcmp(o->schedule, "piecewise")) r->sched = mf_lr_piecewise_create(o->npieces, o->boundaries, o->values);
+    if (strcmp(o->schedule, "constant") && !r->sched) return mf_last_status();
+    if (o->metrics && mf_rank() == 0) {
+        r->metrics = fopen(o->metrics, "w");
+        if (!r->metrics) {
+            fprintf(stderr, "mpiflow-train: error: --metrics: cannot write %s\n", o->metrics);
+            return MF_ERR_IO;
+        }
+        fputs("step,epoch,loss,lr,samples_per_sec,elapsed_s\n", r->metrics);
+    }
+    return MF_OK;
+}
+
+static void fmt_time(double s, char *buf, size_t n)
+{
+    if (!(s >= 0) || s > 1e7) {
+        snprintf(buf, n, "--:--");
+        return;
+    }
+    long t = lround(s);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void progress(run *r, int64_t step, int64_t epoch, double loss, double lr, double sps, double elapsed, bool last)
+{
+    if (mf_rank() != 0) return;
+    char eta[32];
+    double per_step = step ? elapsed / (double)step : 0;
+    fmt_time(per_step * (double)(r->total_steps - step), eta, sizeof eta);
+    if (r->bar) {
+        int width = 24, fill = (int)(width * step / r->total_steps);
+        char bar[64];
+        for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
+        bar[width] = '\0';
+        printf("\r[%s] %lld/%lld ep %lld/%lld loss %.4f lr %.3g %.0f samples/s ETA %s ", bar, (long long)step,
+               (long long)r->total_steps, (long long)epoch + 1, (long long)r->total_epochs, loss, lr, sps, eta);
+        if (last) putchar('\n');
+    } else {
+        printf("step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s  eta %s\n", (long long)step,
+               (long long)r->total_steps, (long long)epoch + 1, (long long)r->total_epochs, loss, lr, sps, eta);
+    }
+    fflush(stdout);
+}
+
+/* Mean loss and accuracy on the test split, in eval mode. */
+static mf_status evaluate(run *r, double *loss, double *acc)
+{
+    mf_loader_opts lo = {r->o.eval_batch_size, 0, false, false, r->mean, r->std};
+    mf_loader *l = mf_loader_create(r->test, &lo);
+    if (!l) return mf_last_status();
+    mf_module_train(r->model, false);
+    mf_no_grad_begin();
+    double sum = 0, correct = 0;
+    int64_t n = 0, batches = mf_loader_batches_per_epoch(l);
+    mf_status st = MF_OK;
+    for (int64_t b = 0; b < batches && st == MF_OK; b++) {
+        mf_tensor *x, *y, *out = NULL, *ls = NULL, *pred = NULL, *eq = NULL, *c = NULL;
+        st = mf_loader_next(l, &x, &y);
+        if (st != MF_OK) break;
+        out = mf_module_forward(r->model, x);
+        ls = out ? mf_cross_entropy(out, y, MF_REDUCTION_SUM) : NULL;
+        pred = out ? mf_argmax(out, 1, false) : NULL;
+        eq = pred ? mf_eq(pred, y) : NULL;
+        c = eq ? mf_sum_all(eq) : NULL;
+        if (!c || !ls) st = mf_last_status();
+        else {
+            sum += mf_tensor_item(ls);
+            correct += mf_tensor_item(c);
+            n += mf_tensor_dim(x, 0);
+        }
+        mf_tensor *all[] = {x, y, out, ls, pred, eq, c};
+        for (int i = 0; i < 7; i++) mf_tensor_destroy(all[i]);
+    }
+    mf_no_grad_end();
+    mf_module_train(r->model, true);
+    mf_loader_destroy(l);
+    *loss = n ? sum / (double)n : NAN;
+    *acc = n ? correct / (double)n : NAN;
+    return st;
+}
+
+static mf_status train_step(run *r, double *loss_out)
+{
+    mf_tensor *x, *y;
+    mf_status st = mf_loader_next(r->loader, &x, &y);
+    if (st != MF_OK) return st;
+    mf_optim_zero_grad(r->optim);
+    mf_tensor *out = mf_module_forward(r->model, x);
+    mf_tensor *loss = out ? mf_cross_entropy(out, y, MF_REDUCTION_MEAN) : NULL;
+    if (!loss) st = mf_last_status();
+    if (st == MF_OK) st = mf_backward(loss);
+    if (st == MF_OK && r->o.clip_grad > 0) st = mf_clip_grad_norm(r->params, r->o.clip_grad, NULL);
+    if (st == MF_OK) st = mf_optim_step(r->optim);
+    if (st == MF_OK) *loss_out = mf_tensor_item(loss);
+    mf_tensor_destroy(x);
+    mf_tensor_destroy(y);
+    mf_tensor_destroy(out);
+    mf_tensor_destroy(loss);
+    return st;
+}
+
+static void print_profile(double elapsed)
+{
+    double total = 0;
+    printf("profile (rank 0, training loop %.2f s):\n  %-12s %10s %8s %8s\n", elapsed, "class", "seconds", "share",
+           "calls");
+    for (int c = 0; c < MF_PROF_COUNT; c++) {
+        int64_t calls;
+        double s = mf_profile_seconds((mf_prof_class)c, &calls);
+        total += s;
+        printf("  %-12s %10.3f %7.1f%% %8lld\n", mf_profile_class_name((mf_prof_class)c), s, 100 * s / elapsed,
+               (long long)calls);
+    }
+    printf("  %-12s %10.3f %7.1f%%\n", "outside", elapsed - total, 100 * (elapsed - total) / elapsed);
+}
+
+static int train(run *r)
+{
+    const train_opts *o = &r->o;
+    double t0 = mf_time(), window = 0, last_loss = NAN, sum_loss = 0;
+    int64_t in_window = 0;
+    double t_log = t0;
+    int64_t step_log = 0;
+    for (int64_t step = 0; step < r->total_steps; step++) {
+        double lr = r->sched ? mf_lr_schedule_at(r->sched, step) : o->lr;
+        mf_optim_set_lr(r->optim, lr);
+        double loss;
+        mf_status st = train_step(r, &loss);
+        if (st != MF_OK) return report("training step", 1);
+        if (!isfinite(loss)) {
+            fprintf(stderr, "mpiflow-train: error: the loss is %g at step %lld; lower --lr or add --clip-grad\n", loss,
+                    (long long)step + 1);
+            return 1;
+        }
+        int64_t epoch = mf_loader_epoch(r->loader);
+        bool epoch_end = mf_loader_cursor(r->loader) + o->batch_size > mf_dataset_size(r->train);
+        window += loss;
+        sum_loss += loss;
+        in_window++;
+        last_loss = loss;
+        int64_t done = step + 1;
+        bool last = done == r->total_steps;
+        double now = mf_time();
+        bool log_now = done % o->log_every == 0 || last;
+        bool redraw = r->bar && (now - t_log > 0.1 || last);
+        if (log_now || redraw) {
+            double sps = (double)((done - step_log) * o->batch_size) / fmax(now - t_log, 1e-9);
+            if (log_now && r->metrics) {
+                fprintf(r->metrics, "%lld,%lld,%.9g,%.9g,%.1f,%.3f\n", (long long)done,
+                        (long long)mf_loader_epoch(r->loader), window / (double)in_window, lr, sps, now - t0);
+                fflush(r->metrics);
+            }
+            if (log_now || redraw) {
+                double avg_sps = (double)(done * o->batch_size) / fmax(now - t0, 1e-9);
+                progress(r, done, epoch, window / (double)in_window, lr, log_now ? sps : avg_sps, now - t0, last);
+            }
+            if (log_now) {
+                window = 0;
+                in_window = 0;
+                t_log = now;
+                step_log = done;
+            }
+        }
+        if (epoch_end && !last && o->eval && r->total_epochs > 1) {
+            double tl, ta;
+            if (evaluate(r, &tl, &ta) != MF_OK) return report("evaluation", 1);
+            if (mf_rank() == 0) {
+                printf("%sepoch %lld done: test_accuracy=%.4f test_loss=%.4f\n", r->bar ? "\n" : "",
+                       (long long)epoch + 1, ta, tl);
+                fflush(stdout);
+            }
+        }
+    }
+    double elapsed = mf_time() - t0;
+    if (o->profile && mf_rank() == 0) print_profile(elapsed);
+    double test_loss = NAN, test_acc = NAN;
+    if (o->eval && evaluate(r, &test_loss, &test_acc) != MF_OK) return report("evaluation", 1);
+    if (mf_rank() == 0) {
+        printf("final test_accuracy=%.4f test_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f "
+               "time_s=%.1f samples_per_sec=%.0f\n",
+               test_acc, test_loss, sum_loss / (double)r->total_steps, last_loss, (long long)r->total_steps,
+               (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
+               (double)(r->total_steps * o->batch_size) / elapsed);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static void cleanup(run *r)
+{
+    if (r->metrics) fclose(r->metrics);
+    mf_lr_schedule_destroy(r->sched);
+    mf_optim_destroy(r->optim);
+    mf_tensor_list_destroy(r->params);
+    mf_module_destroy(r->model);
+    mf_loader_destroy(r->loader);
+    mf_dataset_destroy(r->train);
+    mf_dataset_destroy(r->test);
+}
+
+int main(int argc, char **argv)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    char err[512];
+    int pr = train_opts_parse(argc, argv, &r.o, err, sizeof err);
+    if (pr == 1) return 0;
+    if (mf_init(&argc, &argv) != MF_OK) {
+        fprintf(stderr, "mpiflow-train: error: cannot start MPI: %s\n", mf_last_error());
+        return 1;
+    }
+    int code = 0;
+    if (pr == 2) {
+        /* every rank parsed the same flags and reports the same message */
+        fprintf(stderr, "mpiflow-train: error: %s\n", err);
+        code = EXIT_BAD_INPUT;
+        goto out;
+    }
+    if (r.o.threads) mf_set_threads(r.o.threads);
+    if (r.o.profile) mf_profile_enable(true);
+    r.bar = r.o.progress == 1 || (r.o.progress == -1 && isatty(STDOUT_FILENO));
+    mf_status st = load_data(&r);
+    if (st != MF_OK) {
+        code = report("loading data", input_code(st));
+        goto out;
+    }
+    st = mf_agree(build(&r));
+    if (st != MF_OK) {
+        code = report("setting up", input_code(st));
+        goto out;
+    }
+    if (mf_rank() == 0) {
+        printf("mpiflow-train: model %s (%lld parameters), %s: %lld train / %lld test samples\n", r.o.model,
+               (long long)mf_module_num_parameters(r.model), r.o.dataset, (long long)mf_dataset_size(r.train),
+               r.test ? (long long)mf_dataset_size(r.test) : 0LL);
+        printf("mpiflow-train: batch %lld, %s lr %g, %lld steps (%lld per epoch), %d rank(s) x %d thread(s)\n",
+               (long long)r.o.batch_size, r.o.optimizer, r.o.lr, (long long)r.total_steps,
+               (long long)r.steps_per_epoch, mf_world_size(), mf_threads());
+        fflush(stdout);
+    }
+    code = train(&r);
+out:
+    cleanup(&r);
+    mf_finalize();
+    return code;
+}

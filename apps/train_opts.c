@@ -1,0 +1,317 @@
+/*
+ * apps/train_opts.c - parsing and checking mpiflow-train's flags.
+ * Every message names the flag and the value at fault.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "apps/train_opts.h"
+#include "mpiflow.h"
+
+void train_opts_usage(FILE *f)
+{
+    fputs(
+        "usage: mpiexec -n N mpiflow-train [options]\n"
+        "\n"
+        "Trains a model on Fashion-MNIST (or synthetic data) and reports the test\n"
+        "accuracy. Every rank runs this same program.\n"
+        "\n"
+        "model and data:\n"
+        "  --model mlp|lenet          network (default mlp)\n"
+        "  --dataset fashion-mnist|synthetic   (default fashion-mnist)\n"
+        "  --data-dir DIR             IDX files (default /usr/share/datasets/fashion-mnist)\n"
+        "  --synthetic-size N[,M]     synthetic train (and test) samples (default 10000,2000)\n"
+        "length:\n"
+        "  --epochs N                 passes over the training set (default 1)\n"
+        "  --steps N                  optimizer steps instead of epochs\n"
+        "  --batch-size B             samples per step (default 64)\n"
+        "optimizer:\n"
+        "  --optimizer sgd|momentum|rmsprop|adam|adamw   (default sgd)\n"
+        "  --lr X                     learning rate (default 0.01; 0.001 for adam/adamw)\n"
+        "  --momentum M               SGD/RMSprop momentum (default 0; 0.9 for 'momentum')\n"
+        "  --weight-decay W           (default 0; 0.01 for adamw)\n"
+        "  --clip-grad NORM           clip gradients to this global L2 norm\n"
+        "  --lr-schedule constant|step|cosine|piecewise   (default constant)\n"
+        "  --lr-step-size N --lr-gamma G      step: lr * G every N steps (default 1000, 0.1)\n"
+        "  --warmup-steps N --lr-min X        cosine: linear warmup, then decay to X\n"
+        "  --lr-boundaries S1,S2,.. --lr-values V0,V1,V2,..   piecewise constant\n"
+        "run:\n"
+        "  --seed S                   seed for initialisation, dropout and shuffling (default 0)\n"
+        "  --threads T                compute threads per rank (default cores / ranks per node)\n"
+        "  --log-every K              progress every K steps (default 100)\n"
+        "  --progress auto|bar|lines  progress display (default auto: a bar on a terminal)\n"
+        "  --metrics FILE.csv         write step,epoch,loss,lr,samples_per_sec,elapsed_s\n"
+        "  --eval-batch-size B        test batch size (default 1000)\n"
+        "  --no-eval                  skip the test-set evaluation\n"
+        "  --profile                  print the time spent per kernel class (GEMM, conv, ...)\n"
+        "  --help, --version\n"
+        "\n"
+        "The last line printed starts with 'final' and holds test_accuracy= and test_loss=.\n"
+        "Exit status: 0 on success, 2 on bad input (flags, data files), 1 on other failures.\n",
+        f);
+}
+
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return 2;
+}
+
+static bool parse_i64(const char *s, int64_t min, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < min) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_f64(const char *s, double min, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < min) return false;
+    *out = v;
+    return true;
+}
+
+static bool one_of(const char *s, const char *const *list)
+{
+    for (; *list; list++)
+        if (!strcmp(s, *list)) return true;
+    return false;
+}
+
+/* "a,b,c" into up to max numbers; returns the count or -1. */
+static int parse_list(const char *s, int max, double *out)
+{
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        if (n == max) return -1;
+        char *end;
+        errno = 0;
+        out[n] = strtod(p, &end);
+        if (errno || end == p || (*end && *end != ',') || !isfinite(out[n])) return -1;
+        n++;
+        p = *end ? end + 1 : end;
+        if (*end == ',' && !*p) return -1;
+    }
+    return n;
+}
+
+enum {
+    OPT_MODEL = 256, OPT_DATASET, OPT_DATA_DIR, OPT_SYNTH, OPT_EPOCHS, OPT_STEPS, OPT_BATCH, OPT_OPTIM, OPT_LR,
+    OPT_MOMENTUM, OPT_WD, OPT_CLIP, OPT_SCHED, OPT_STEP_SIZE, OPT_GAMMA, OPT_WARMUP, OPT_LR_MIN, OPT_BOUNDS,
+    OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
+    OPT_PROFILE, OPT_HELP, OPT_VERSION
+};
+
+static const struct option longopts[] = {
+    {"model", required_argument, 0, OPT_MODEL},
+    {"dataset", required_argument, 0, OPT_DATASET},
+    {"data-dir", required_argument, 0, OPT_DATA_DIR},
+    {"synthetic-size", required_argument, 0, OPT_SYNTH},
+    {"epochs", required_argument, 0, OPT_EPOCHS},
+    {"steps", required_argument, 0, OPT_STEPS},
+    {"batch-size", required_argument, 0, OPT_BATCH},
+    {"optimizer", required_argument, 0, OPT_OPTIM},
+    {"lr", required_argument, 0, OPT_LR},
+    {"momentum", required_argument, 0, OPT_MOMENTUM},
+    {"weight-decay", required_argument, 0, OPT_WD},
+    {"clip-grad", required_argument, 0, OPT_CLIP},
+    {"lr-schedule", required_argument, 0, OPT_SCHED},
+    {"lr-step-size", required_argument, 0, OPT_STEP_SIZE},
+    {"lr-gamma", required_argument, 0, OPT_GAMMA},
+    {"warmup-steps", required_argument, 0, OPT_WARMUP},
+    {"lr-min", required_argument, 0, OPT_LR_MIN},
+    {"lr-boundaries", required_argument, 0, OPT_BOUNDS},
+    {"lr-values", required_argument, 0, OPT_VALUES},
+    {"seed", required_argument, 0, OPT_SEED},
+    {"threads", required_argument, 0, OPT_THREADS},
+    {"log-every", required_argument, 0, OPT_LOG_EVERY},
+    {"progress", required_argument, 0, OPT_PROGRESS},
+    {"metrics", required_argument, 0, OPT_METRICS},
+    {"eval-batch-size", required_argument, 0, OPT_EVAL_BATCH},
+    {"no-eval", no_argument, 0, OPT_NO_EVAL},
+    {"profile", no_argument, 0, OPT_PROFILE},
+    {"help", no_argument, 0, OPT_HELP},
+    {"version", no_argument, 0, OPT_VERSION},
+    {0, 0, 0, 0},
+};
+
+int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len)
+{
+    static const char *const models[] = {"mlp", "lenet", NULL};
+    static const char *const datasets[] = {"fashion-mnist", "synthetic", NULL};
+    static const char *const optims[] = {"sgd", "momentum", "rmsprop", "adam", "adamw", NULL};
+    static const char *const scheds[] = {"constant", "step", "cosine", "piecewise", NULL};
+    memset(o, 0, sizeof *o);
+    o->model = "mlp";
+    o->dataset = "fashion-mnist";
+    o->optimizer = "sgd";
+    o->schedule = "constant";
+    o->batch_size = 64;
+    o->eval_batch_size = 1000;
+    o->log_every = 100;
+    o->synthetic_train = 10000;
+    o->synthetic_test = 2000;
+    o->step_size = 1000;
+    o->gamma = 0.1;
+    o->lr = o->momentum = o->weight_decay = -1;   /* unset */
+    o->progress = -1;
+    o->eval = true;
+    bool have_values = false;
+    int nvalues = 0;
+    double bounds[TRAIN_MAX_PIECES];
+    int nbounds = -1;
+    int64_t seed = 0;
+    int64_t threads = 0;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        const char *v = optarg;
+        switch (c) {
+        case OPT_MODEL:
+            if (!one_of(v, models)) return fail(err, len, "--model: '%s' is not one of mlp, lenet", v);
+            o->model = v;
+            break;
+        case OPT_DATASET:
+            if (!one_of(v, datasets)) return fail(err, len, "--dataset: '%s' is not one of fashion-mnist, synthetic", v);
+            o->dataset = v;
+            break;
+        case OPT_DATA_DIR: o->data_dir = v; break;
+        case OPT_SYNTH: {
+            double n[2];
+            int k = parse_list(v, 2, n);
+            if (k < 1 || n[0] < 1 || n[0] != floor(n[0]) || (k == 2 && (n[1] < 1 || n[1] != floor(n[1]))))
+                return fail(err, len, "--synthetic-size: '%s' is not N or N,M with positive integers", v);
+            o->synthetic_train = (int64_t)n[0];
+            if (k == 2) o->synthetic_test = (int64_t)n[1];
+            break;
+        }
+        case OPT_EPOCHS:
+            if (!parse_i64(v, 1, &o->epochs)) return fail(err, len, "--epochs: '%s' is not a positive integer", v);
+            break;
+        case OPT_STEPS:
+            if (!parse_i64(v, 1, &o->steps)) return fail(err, len, "--steps: '%s' is not a positive integer", v);
+            break;
+        case OPT_BATCH:
+            if (!parse_i64(v, 1, &o->batch_size)) return fail(err, len, "--batch-size: '%s' is not a positive integer", v);
+            break;
+        case OPT_EVAL_BATCH:
+            if (!parse_i64(v, 1, &o->eval_batch_size))
+                return fail(err, len, "--eval-batch-size: '%s' is not a positive integer", v);
+            break;
+        case OPT_OPTIM:
+            if (!one_of(v, optims))
+                return fail(err, len, "--optimizer: '%s' is not one of sgd, momentum, rmsprop, adam, adamw", v);
+            o->optimizer = v;
+            break;
+        case OPT_LR:
+            if (!parse_f64(v, 0, &o->lr) || o->lr == 0) return fail(err, len, "--lr: '%s' is not a positive number", v);
+            break;
+        case OPT_MOMENTUM:
+            if (!parse_f64(v, 0, &o->momentum) || o->momentum >= 1)
+                return fail(err, len, "--momentum: '%s' is not a number in [0, 1)", v);
+            break;
+        case OPT_WD:
+            if (!parse_f64(v, 0, &o->weight_decay)) return fail(err, len, "--weight-decay: '%s' is not a number >= 0", v);
+            break;
+        case OPT_CLIP:
+            if (!parse_f64(v, 0, &o->clip_grad) || o->clip_grad == 0)
+                return fail(err, len, "--clip-grad: '%s' is not a positive number", v);
+            break;
+        case OPT_SCHED:
+            if (!one_of(v, scheds))
+                return fail(err, len, "--lr-schedule: '%s' is not one of constant, step, cosine, piecewise", v);
+            o->schedule = v;
+            break;
+        case OPT_STEP_SIZE:
+            if (!parse_i64(v, 1, &o->step_size)) return fail(err, len, "--lr-step-size: '%s' is not a positive integer", v);
+            break;
+        case OPT_GAMMA:
+            if (!parse_f64(v, 0, &o->gamma)) return fail(err, len, "--lr-gamma: '%s' is not a number >= 0", v);
+            break;
+        case OPT_WARMUP:
+            if (!parse_i64(v, 0, &o->warmup)) return fail(err, len, "--warmup-steps: '%s' is not an integer >= 0", v);
+            break;
+        case OPT_LR_MIN:
+            if (!parse_f64(v, 0, &o->lr_min)) return fail(err, len, "--lr-min: '%s' is not a number >= 0", v);
+            break;
+        case OPT_BOUNDS:
+            nbounds = parse_list(v, TRAIN_MAX_PIECES, bounds);
+            if (nbounds < 1) return fail(err, len, "--lr-boundaries: '%s' is not a list of up to %d steps", v, TRAIN_MAX_PIECES);
+            for (int i = 0; i < nbounds; i++) {
+                if (bounds[i] < 0 || bounds[i] != floor(bounds[i]) || (i && bounds[i] <= bounds[i - 1]))
+                    return fail(err, len, "--lr-boundaries: '%s' must be increasing integer steps", v);
+                o->boundaries[i] = (int64_t)bounds[i];
+            }
+            break;
+        case OPT_VALUES:
+            nvalues = parse_list(v, TRAIN_MAX_PIECES + 1, o->values);
+            if (nvalues < 1) return fail(err, len, "--lr-values: '%s' is not a list of learning rates", v);
+            have_values = true;
+            break;
+        case OPT_SEED:
+            if (!parse_i64(v, 0, &seed)) return fail(err, len, "--seed: '%s' is not an integer >= 0", v);
+            o->seed = (uint64_t)seed;
+            break;
+        case OPT_THREADS:
+            if (!parse_i64(v, 0, &threads) || threads > 4096)
+                return fail(err, len, "--threads: '%s' is not an integer in 0..4096", v);
+            o->threads = (int)threads;
+            break;
+        case OPT_LOG_EVERY:
+            if (!parse_i64(v, 1, &o->log_every)) return fail(err, len, "--log-every: '%s' is not a positive integer", v);
+            break;
+        case OPT_PROGRESS:
+            if (!strcmp(v, "auto")) o->progress = -1;
+            else if (!strcmp(v, "bar")) o->progress = 1;
+            else if (!strcmp(v, "lines")) o->progress = 0;
+            else return fail(err, len, "--progress: '%s' is not one of auto, bar, lines", v);
+            break;
+        case OPT_METRICS: o->metrics = v; break;
+        case OPT_NO_EVAL: o->eval = false; break;
+        case OPT_PROFILE: o->profile = true; break;
+        case 'h':
+        case OPT_HELP:
+            train_opts_usage(stdout);
+            return 1;
+        case OPT_VERSION:
+            printf("mpiflow-train %s\n", mf_version());
+            return 1;
+        case ':':
+            return fail(err, len, "%s needs a value", argv[optind - 1]);
+        default:
+            if (optopt >= OPT_MODEL && optopt <= OPT_VERSION)
+                return fail(err, len, "--%s needs a value", longopts[optopt - OPT_MODEL].name);
+            return fail(err, len, "unknown option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return fail(err, len, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (o->epochs && o->steps) return fail(err, len, "--epochs and --steps: give one, not both");
+    if (!o->epochs && !o->steps) o->epochs = 1;
+    bool adam = !strcmp(o->optimizer, "adam") || !strcmp(o->optimizer, "adamw");
+    if (o->lr < 0) o->lr = adam ? 1e-3 : 0.01;
+    if (o->momentum < 0) o->momentum = !strcmp(o->optimizer, "momentum") ? 0.9 : 0.0;
+    if (o->weight_decay < 0) o->weight_decay = !strcmp(o->optimizer, "adamw") ? 0.01 : 0.0;
+    if (!strcmp(o->schedule, "piecewise")) {
+        if (nbounds < 1 || !have_values || nvalues != nbounds + 1)
+            return fail(err, len, "--lr-schedule piecewise: needs --lr-boundaries with n steps and --lr-values with "
+                        "n+1 rates (got %d and %d)", nbounds < 0 ? 0 : nbounds, nvalues);
+        o->npieces = nbounds;
+    } else if (nbounds >= 0 || have_values) {
+        return fail(err, len, "--lr-boundaries/--lr-values: only for --lr-schedule piecewise");
+    }
+    return 0;
+}

@@ -1,0 +1,36 @@
+/*
+ * apps/train_opts.h - the command line of mpiflow-train.
+ */
+#ifndef MPIFLOW_APPS_TRAIN_OPTS_H
+#define MPIFLOW_APPS_TRAIN_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define TRAIN_MAX_PIECES 16
+
+typedef struct train_opts {
+    const char *model, *dataset, *data_dir, *optimizer, *metrics, *schedule;
+    int64_t epochs, steps;            /* one of them is > 0 */
+    int64_t batch_size, eval_batch_size, log_every;
+    int64_t synthetic_train, synthetic_test;
+    int64_t warmup, step_size;
+    double lr, momentum, weight_decay, gamma, lr_min, clip_grad;
+    int npieces;                      /* piecewise schedule */
+    int64_t boundaries[TRAIN_MAX_PIECES];
+    double values[TRAIN_MAX_PIECES + 1];
+    uint64_t seed;
+    int threads;
+    int progress;                     /* -1 auto (bar on a terminal), 0 lines, 1 bar */
+    bool eval;
+    bool profile;                     /* print time per kernel class at the end */
+} train_opts;
+
+/* 0: run; 1: --help or --version was printed; 2: bad input (err says
+ * what). */
+int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t errlen);
+void train_opts_usage(FILE *f);
+
+#endif

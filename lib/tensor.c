@@ -371,14 +371,14 @@ static mf_status index_offset(const char *fn, const mf_tensor *t, const int64_t 
 
 double mf_tensor_get(const mf_tensor *t, const int64_t *index)
 {
-    int64_t off;
+    int64_t off = 0;
     if (index_offset("mf_tensor_get", t, index, &off) != MF_OK) return NAN;
     return load(t, off);
 }
 
 mf_status mf_tensor_set(mf_tensor *t, const int64_t *index, double v)
 {
-    int64_t off;
+    int64_t off = 0;
     MF_TRY(index_offset("mf_tensor_set", t, index, &off));
     char *base = (char *)t->storage->data;
     switch (t->dtype) {

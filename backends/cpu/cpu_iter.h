@@ -116,7 +116,7 @@ static inline int cpu_par(int64_t work)
             int64_t r_ = it_->inner ? lo_ / it_->inner : 0;                              \
             int64_t i0_ = it_->inner ? lo_ % it_->inner : 0;                             \
             while (lo_ < hi_) {                                                          \
-                int64_t off_[3];                                                         \
+                int64_t off_[3] = {0, 0, 0};                                                       \
                 cpu_iter_row(it_, r_, off_);                                             \
                 int64_t n = it_->inner - i0_;                                            \
                 if (n > hi_ - lo_) n = hi_ - lo_;                                        \
