@@ -1,18 +1,23 @@
-# tests/: one Check suite per module, each run under mpiexec by
-# tests/mpirun.sh; shell tests run the apps end to end.
-TEST_PROGS = tests/test_tensor
-check_PROGRAMS += $(TEST_PROGS)
+# tests/: one Check suite per module (tests/test_<module>.c, built from
+# that one file plus tests/test_util.c), each run under mpiexec by
+# tests/mpirun.sh; shell tests (*.sh) run the apps end to end.
+TEST_SUITES = \
+	tests/test_tensor tests/test_elementwise tests/test_matmul tests/test_reduce \
+	tests/test_shape tests/test_softmax tests/test_conv \
+	tests/test_norm tests/test_loss tests/test_autograd
+check_PROGRAMS += $(TEST_SUITES)
 check_LTLIBRARIES = tests/libmftest.la
 tests_libmftest_la_SOURCES = tests/test_util.c tests/test_util.h
 tests_libmftest_la_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-TEST_LDADD = tests/libmftest.la libmpiflow.la $(CHECK_LIBS) -lm
-TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_test_tensor_SOURCES = tests/test_tensor.c
-tests_test_tensor_CFLAGS = $(TEST_CFLAGS)
-tests_test_tensor_LDADD = $(TEST_LDADD)
+# the default for every program that does not set its own _LDADD
+LDADD = tests/libmftest.la libmpiflow.la $(CHECK_LIBS) -lm
+AM_CFLAGS += $(CHECK_CFLAGS)
 
-TESTS += $(TEST_PROGS)
+SHELL_TESTS =
+TESTS += $(TEST_SUITES) $(SHELL_TESTS)
+TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(top_srcdir)/tests/mpirun.sh
-AM_TESTS_ENVIRONMENT = MPIEXEC='$(MPIEXEC)'; export MPIEXEC; \
+SH_LOG_COMPILER = $(SHELL)
+AM_TESTS_ENVIRONMENT = MPIEXEC='$(MPIEXEC)'; export MPIEXEC; H5DUMP='$(H5DUMP)'; export H5DUMP; \
 	top_srcdir='$(top_srcdir)'; export top_srcdir; top_builddir='$(top_builddir)'; export top_builddir;
-EXTRA_DIST += tests/mpirun.sh
+EXTRA_DIST += tests/mpirun.sh $(SHELL_TESTS)

@@ -177,7 +177,9 @@ START_TEST(creation_errors)
     ck_assert_fails(mf_transpose(x, 0, 2), MF_ERR_ARG, "axis 2");
     ck_assert_fails(mf_expand(x, MF_DIMS(3, 3)), MF_ERR_SHAPE, "[2,3]", "[3,3]");
     ck_assert_fails(mf_permute(x, (const int[]){0, 0}), MF_ERR_ARG, "twice");
-    ck_assert_fails(mf_tensor_set_requires_grad(mf_tensor_retain(mf_scalar(MF_I64, 1)), true), MF_ERR_DTYPE, "i64");
+    mf_tensor *lab = mf_scalar(MF_I64, 1);
+    ck_assert_fails(mf_tensor_set_requires_grad(lab, true), MF_ERR_DTYPE, "i64");
+    mf_tensor_destroy(lab);
     mf_tensor_destroy(x);
 }
 END_TEST
