@@ -4,13 +4,14 @@
 TEST_SUITES = \
 	tests/test_tensor tests/test_elementwise tests/test_matmul tests/test_reduce \
 	tests/test_shape tests/test_softmax tests/test_conv \
-	tests/test_norm tests/test_loss tests/test_autograd
+	tests/test_norm tests/test_loss tests/test_autograd tests/test_optim \
+	tests/test_nn tests/test_data tests/test_runtime
 check_PROGRAMS += $(TEST_SUITES)
 check_LTLIBRARIES = tests/libmftest.la
 tests_libmftest_la_SOURCES = tests/test_util.c tests/test_util.h
 tests_libmftest_la_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 # the default for every program that does not set its own _LDADD
-LDADD = tests/libmftest.la libmpiflow.la $(CHECK_LIBS) -lm
+LDADD = tests/libmftest.la libmpiflow.la $(CHECK_LIBS) $(ZLIB_LIBS) -lm
 AM_CFLAGS += $(CHECK_CFLAGS)
 
 SHELL_TESTS =

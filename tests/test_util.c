@@ -25,6 +25,8 @@ int mf_test_main(int argc, char **argv, Suite *(*make_suite)(void))
 
 bool mf_test_status_failed_(mf_status s) { return s != MF_OK; }
 
+bool mf_test_ptr_failed_(const void *p) { return p == NULL; }
+
 bool mf_test_tensor_failed_(mf_tensor *t)
 {
     if (!t) return true;
