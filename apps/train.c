@@ -93,7 +93,8 @@ static mf_status build(run *r)
         r->optim = !strcmp(o->optimizer, "adamw") ? mf_adamw_create(r->params, &s) : mf_adam_create(r->params, &s);
     }
     if (!r->optim) return mf_last_status();
-    mf_loader_opts lo = {o->batch_size, o->seed, true, true, r->mean, r->std};
+    bool prefetch = o->prefetch < 0 ? mf_threads() < mf_cores() : o->prefetch > 0;
+    mf_loader_opts lo = {o->batch_size, o->seed, true, true, r->mean, r->std, prefetch};
     r->loader = mf_loader_create(r->train, &lo);
     if (!r->loader) return mf_last_status();
     r->steps_per_epoch = mf_loader_batches_per_epoch(r->loader);
@@ -149,7 +150,7 @@ static void progress(run *r, int64_t step, int64_t epoch, double loss, double lr
 /* Mean loss and accuracy on the test split, in eval mode. */
 static mf_status evaluate(run *r, double *loss, double *acc)
 {
-    mf_loader_opts lo = {r->o.eval_batch_size, 0, false, false, r->mean, r->std};
+    mf_loader_opts lo = {r->o.eval_batch_size, 0, false, false, r->mean, r->std, false};
     mf_loader *l = mf_loader_create(r->test, &lo);
     if (!l) return mf_last_status();
     mf_module_train(r->model, false);

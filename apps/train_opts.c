@@ -47,6 +47,8 @@ void train_opts_usage(FILE *f)
         "  --eval-batch-size B        test batch size (default 1000)\n"
         "  --no-eval                  skip the test-set evaluation\n"
         "  --profile                  print the time spent per kernel class (GEMM, conv, ...)\n"
+        "  --prefetch auto|on|off     load the next batch in a helper thread (default auto:\n"
+        "                             on when --threads leaves a core free)\n"
         "  --help, --version\n"
         "\n"
         "The last line printed starts with 'final' and holds test_accuracy= and test_loss=.\n"
@@ -112,7 +114,7 @@ enum {
     OPT_MODEL = 256, OPT_DATASET, OPT_DATA_DIR, OPT_SYNTH, OPT_EPOCHS, OPT_STEPS, OPT_BATCH, OPT_OPTIM, OPT_LR,
     OPT_MOMENTUM, OPT_WD, OPT_CLIP, OPT_SCHED, OPT_STEP_SIZE, OPT_GAMMA, OPT_WARMUP, OPT_LR_MIN, OPT_BOUNDS,
     OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
-    OPT_PROFILE, OPT_HELP, OPT_VERSION
+    OPT_PROFILE, OPT_PREFETCH, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -143,6 +145,7 @@ static const struct option longopts[] = {
     {"eval-batch-size", required_argument, 0, OPT_EVAL_BATCH},
     {"no-eval", no_argument, 0, OPT_NO_EVAL},
     {"profile", no_argument, 0, OPT_PROFILE},
+    {"prefetch", required_argument, 0, OPT_PREFETCH},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -169,6 +172,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     o->lr = o->momentum = o->weight_decay = -1;   /* unset */
     o->progress = -1;
     o->eval = true;
+    o->prefetch = -1;
     bool have_values = false;
     int nvalues = 0;
     double bounds[TRAIN_MAX_PIECES];
@@ -283,6 +287,12 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         case OPT_METRICS: o->metrics = v; break;
         case OPT_NO_EVAL: o->eval = false; break;
         case OPT_PROFILE: o->profile = true; break;
+        case OPT_PREFETCH:
+            if (!strcmp(v, "auto")) o->prefetch = -1;
+            else if (!strcmp(v, "on")) o->prefetch = 1;
+            else if (!strcmp(v, "off")) o->prefetch = 0;
+            else return fail(err, len, "--prefetch: '%s' is not one of auto, on, off", v);
+            break;
         case 'h':
         case OPT_HELP:
             train_opts_usage(stdout);

@@ -26,6 +26,7 @@ typedef struct train_opts {
     int progress;                     /* -1 auto (bar on a terminal), 0 lines, 1 bar */
     bool eval;
     bool profile;                     /* print time per kernel class at the end */
+    int prefetch;                     /* -1 auto (when a core is spare), 0 off, 1 on */
 } train_opts;
 
 /* 0: run; 1: --help or --version was printed; 2: bad input (err says

@@ -1,1 +1,9 @@
-# bench/: benchmark programs that print tables.
+# bench/: benchmark programs that print tables (not tests). See
+# doc/performance.md for how to run them and the recorded results.
+noinst_PROGRAMS += bench/bench_train bench/bench_conv
+bench_bench_train_SOURCES = bench/bench_train.c
+bench_bench_train_LDADD = libmpiflow.la
+bench_bench_conv_SOURCES = bench/bench_conv.c
+bench_bench_conv_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+bench_bench_conv_LDADD = libmpiflow.la $(OPENBLAS_LIBS)
+EXTRA_DIST += bench/torch_train.py bench/run.sh

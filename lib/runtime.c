@@ -9,6 +9,7 @@
 static int init_count;
 static bool mpi_started;
 static int nthreads = 1;
+static int ncores = 1;
 static mf_log_level log_level = MF_LOG_INFO;
 
 static int default_threads(void)
@@ -68,13 +69,15 @@ int mf_local_size(void) { return mfi_comm_node_size(); }
 
 mf_status mf_set_threads(int n)
 {
-    if (n <= 0) n = default_threads();
+    ncores = default_threads();
+    if (n <= 0) n = ncores;
     nthreads = n;
     if (mfi_cpu_backend.set_threads) mfi_cpu_backend.set_threads(n);
     return MF_OK;
 }
 
 int mf_threads(void) { return nthreads; }
+int mf_cores(void) { return ncores; }
 
 /* ---------------------------------------------------------------- logging */
 void mf_log_set_level(mf_log_level level) { log_level = level; }

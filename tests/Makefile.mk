@@ -14,11 +14,12 @@ tests_libmftest_la_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 LDADD = tests/libmftest.la libmpiflow.la $(CHECK_LIBS) $(ZLIB_LIBS) -lm
 AM_CFLAGS += $(CHECK_CFLAGS)
 
-SHELL_TESTS =
+SHELL_TESTS = tests/layering.sh tests/app_errors.sh tests/determinism.sh tests/train_mlp.sh \
+	tests/train_lenet.sh
 TESTS += $(TEST_SUITES) $(SHELL_TESTS)
 TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(top_srcdir)/tests/mpirun.sh
 SH_LOG_COMPILER = $(SHELL)
 AM_TESTS_ENVIRONMENT = MPIEXEC='$(MPIEXEC)'; export MPIEXEC; H5DUMP='$(H5DUMP)'; export H5DUMP; \
 	top_srcdir='$(top_srcdir)'; export top_srcdir; top_builddir='$(top_builddir)'; export top_builddir;
-EXTRA_DIST += tests/mpirun.sh $(SHELL_TESTS)
+EXTRA_DIST += tests/mpirun.sh tests/lib.sh $(SHELL_TESTS)

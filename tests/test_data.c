@@ -69,7 +69,7 @@ START_TEST(idx_roundtrip)
         mf_dataset_sample_shape(ds, shape);
         ck_assert(shape[0] == 1 && shape[1] == 2 && shape[2] == 2);
         /* unshuffled batches, normalised with mean 0 and std 1/255: pixels come out as bytes */
-        mf_loader_opts o = {2, 0, false, false, 0.0, 1.0 / 255};
+        mf_loader_opts o = {2, 0, false, false, 0.0, 1.0 / 255, false};
         mf_loader *l = mf_loader_create(ds, &o);
         mf_tensor *x, *y;
         ck_assert_ok(mf_loader_next(l, &x, &y));
@@ -128,7 +128,7 @@ START_TEST(permutation)
 {
     mf_dataset *ds = mf_dataset_synthetic(1000, 1, 4, 4, 10, 1);
     ck_assert_nonnull(ds);
-    mf_loader_opts o = {64, 42, true, true, 0.5, 0.25};
+    mf_loader_opts o = {64, 42, true, true, 0.5, 0.25, false};
     mf_loader *l = mf_loader_create(ds, &o), *l2 = mf_loader_create(ds, &o);
     ck_assert_int_eq(mf_loader_batches_per_epoch(l), 15);
     for (int e = 0; e < 2; e++) {
@@ -166,8 +166,39 @@ START_TEST(permutation)
     for (int k = 0; k < 4; k++) mf_tensor_destroy(all[k]);
     mf_loader_destroy(l);
     mf_loader_destroy(l2);
-    mf_loader_opts big = {2000, 0, true, true, 0, 1};
+    mf_loader_opts big = {2000, 0, true, true, 0, 1, false};
     ck_assert_fails(mf_loader_create(ds, &big), MF_ERR_ARG, "1000 samples", "2000");
+    mf_dataset_destroy(ds);
+}
+END_TEST
+
+START_TEST(prefetch_matches_inline)
+{
+    /* the helper thread must produce exactly the inline batches, across
+     * epoch ends, partial batches and seeks */
+    mf_dataset *ds = mf_dataset_synthetic(300, 1, 6, 6, 5, 3);
+    mf_loader_opts a = {64, 11, true, false, 0.4, 0.2, false}, b = a;
+    b.prefetch = true;
+    mf_loader *la = mf_loader_create(ds, &a), *lb = mf_loader_create(ds, &b);
+    for (int i = 0; i < 14; i++) {
+        if (i == 9) {
+            ck_assert_ok(mf_loader_seek(la, 5, 17));
+            ck_assert_ok(mf_loader_seek(lb, 5, 17));
+        }
+        mf_tensor *xa, *ya, *xb, *yb;
+        ck_assert_ok(mf_loader_next(la, &xa, &ya));
+        ck_assert_ok(mf_loader_next(lb, &xb, &yb));
+        ck_assert_int_eq(mf_tensor_numel(xa), mf_tensor_numel(xb));
+        ck_assert_msg(!memcmp(mf_tensor_data(xa), mf_tensor_data(xb), mf_tensor_nbytes(xa)), "batch %d differs", i);
+        ck_assert(!memcmp(mf_tensor_data(ya), mf_tensor_data(yb), mf_tensor_nbytes(ya)));
+        ck_assert_int_eq(mf_loader_epoch(la), mf_loader_epoch(lb));
+        ck_assert_int_eq(mf_loader_cursor(la), mf_loader_cursor(lb));
+        mf_tensor *all[] = {xa, ya, xb, yb};
+        for (int k = 0; k < 4; k++) mf_tensor_destroy(all[k]);
+    }
+    ck_assert_int_eq(mf_loader_sample_index(lb, 2, 7), mf_loader_sample_index(la, 2, 7));
+    mf_loader_destroy(la);
+    mf_loader_destroy(lb);   /* with a batch still prefetched */
     mf_dataset_destroy(ds);
 }
 END_TEST
@@ -175,7 +206,7 @@ END_TEST
 START_TEST(synthetic_is_deterministic)
 {
     mf_dataset *a = mf_dataset_synthetic(50, 1, 8, 8, 4, 9), *b = mf_dataset_synthetic(50, 1, 8, 8, 4, 9);
-    mf_loader_opts o = {50, 0, false, false, 0, 1};
+    mf_loader_opts o = {50, 0, false, false, 0, 1, false};
     mf_loader *la = mf_loader_create(a, &o), *lb = mf_loader_create(b, &o);
     mf_tensor *xa, *ya, *xb, *yb;
     ck_assert_ok(mf_loader_next(la, &xa, &ya));
@@ -221,6 +252,7 @@ static Suite *suite(void)
     tcase_add_test(tc, idx_multibyte);
     tcase_add_test(tc, idx_corrupt);
     tcase_add_test(tc, permutation);
+    tcase_add_test(tc, prefetch_matches_inline);
     tcase_add_test(tc, synthetic_is_deterministic);
     tcase_add_test(tc, fashion_mnist);
     suite_add_tcase(s, tc);

@@ -1,6 +1,6 @@
 /*
  * backends/cpu/cpu_conv.c - conv2d forward, backward-data and
- * backward-filter on the CPU: im2col + OpenBLAS GEMM (see
+ * backward-filter on the CPU: im2col + OpenBLAS GEMM per image (see
  * cpu_conv_tmpl.h for the algorithm and its cost).
  */
 #include <cblas.h>
@@ -9,13 +9,26 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "lib/alloc.h"
 
-/* Images per chunk: a column buffer of about 4 MiB of floats. */
-static int64_t conv_chunk(int64_t n, int64_t K, int64_t L, int64_t ocg)
+/* Threads to spread images over: all of them when there are enough
+ * images, else one (and BLAS is threaded instead). */
+static int conv_threads(int64_t n)
 {
-    int64_t per = (K + ocg) * L;
-    int64_t nb = per > 0 ? (int64_t)(1 << 20) / per : n;
-    if (nb < 1) nb = 1;
-    return nb < n ? nb : (n > 0 ? n : 1);
+#ifdef _OPENMP
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    return n >= nt ? nt : 1;
+#else
+    (void)n;
+    return 1;
+#endif
+}
+
+static int conv_thread(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
 }
 
 #define T float

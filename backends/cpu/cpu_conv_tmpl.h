@@ -4,23 +4,27 @@
  * Included by cpu_conv.c with T (float or double), SFX (f32/f64) and
  * GEMM_T (cblas_sgemm or cblas_dgemm) defined.
  *
- * Algorithm: im2col + one GEMM per group and chunk of images. A chunk's
- * column matrix is [C/g*KH*KW, nb*OH*OW]; nb is chosen so that it stays
- * about 4 MiB, which keeps the GEMM's N dimension long (good for BLAS)
- * without making the buffer spill far out of cache. Cost per image:
- * 2*OC*(C/g)*KH*KW*OH*OW flops in the GEMM, plus O(C*KH*KW*OH*OW)
- * moves for im2col and the output scatter.
+ * Algorithm: im2col + GEMM, one image at a time, images spread over the
+ * OpenMP threads. Each thread owns a column buffer of one image,
+ * [C/g*KH*KW, OH*OW] (627 KB for lenet's conv2), which stays in cache
+ * between im2col writing it and GEMM reading it; GEMM writes straight
+ * into the image's output rows, and BLAS runs single-threaded inside
+ * the parallel region (OpenMP build of OpenBLAS). With fewer images than
+ * threads, images run in turn and BLAS uses the threads instead.
+ * Per image: forward W[O,K] x col[K,L] (2*O*K*L flops); backward-data
+ * W^T x gy[O,L] then col2im; backward-filter gy x col^T accumulated in a
+ * per-thread buffer, summed in thread order at the end (fixed bits for a
+ * fixed thread count).
  */
 #define CAT_(a, b) a##_##b
 #define CAT(a, b) CAT_(a, b)
 #define FN(name) CAT(name, SFX)
 
-/* Columns of images [n0, n0+nb) for channels [c0, c0+cg). */
-static void FN(im2col)(const mfi_conv2d *p, const T *x, int64_t n0, int64_t nb, int64_t c0, int64_t cg, T *col)
+/* Columns of image n, channels [c0, c0+cg): col [cg*KH*KW, OH*OW]. */
+static void FN(im2col)(const mfi_conv2d *p, const T *x, int64_t n, int64_t c0, int64_t cg, T *col)
 {
     const int64_t H = p->h, W = p->w, OH = p->oh, OW = p->ow, L = OH * OW;
     const int64_t rows = cg * p->kh * p->kw;
-    #pragma omp parallel for if (cpu_par(rows * nb * L)) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         int64_t c = r / (p->kh * p->kw), ki = (r / p->kw) % p->kh, kj = r % p->kw;
         int64_t dh = ki * p->dilation[0] - p->padding[0], dw = kj * p->dilation[1] - p->padding[1];
@@ -28,158 +32,143 @@ static void FN(im2col)(const mfi_conv2d *p, const T *x, int64_t n0, int64_t nb, 
         int64_t lo = 0, hi = OW;
         while (lo < OW && lo * p->stride[1] + dw < 0) lo++;
         while (hi > lo && (hi - 1) * p->stride[1] + dw >= W) hi--;
-        for (int64_t b = 0; b < nb; b++) {
-            const T *plane = x + ((n0 + b) * p->c + c0 + c) * H * W;
-            T *dst = col + r * nb * L + b * L;
-            for (int64_t oh = 0; oh < OH; oh++, dst += OW) {
-                int64_t ih = oh * p->stride[0] + dh;
-                if (ih < 0 || ih >= H) {
-                    memset(dst, 0, (size_t)OW * sizeof(T));
-                    continue;
-                }
-                const T *src = plane + ih * W + dw;
-                for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;
-                if (p->stride[1] == 1) {
-                    memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof(T));
-                } else {
-                    for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * p->stride[1]];
-                }
-                for (int64_t ow = hi; ow < OW; ow++) dst[ow] = 0;
+        const T *plane = x + (n * p->c + c0 + c) * H * W;
+        T *dst = col + r * L;
+        for (int64_t oh = 0; oh < OH; oh++, dst += OW) {
+            int64_t ih = oh * p->stride[0] + dh;
+            if (ih < 0 || ih >= H) {
+                memset(dst, 0, (size_t)OW * sizeof(T));
+                continue;
             }
+            const T *src = plane + ih * W + dw;
+            for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;
+            if (p->stride[1] == 1) {
+                memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof(T));
+            } else {
+                for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * p->stride[1]];
+            }
+            for (int64_t ow = hi; ow < OW; ow++) dst[ow] = 0;
         }
     }
 }
 
-/* gx[images n0.., channels c0..] += columns, parallel over channels so
- * that no two threads write the same plane. */
-static void FN(col2im)(const mfi_conv2d *p, const T *col, int64_t n0, int64_t nb, int64_t c0, int64_t cg, T *gx)
+/* gx[n, c0..c0+cg) += columns (the adjoint of im2col). */
+static void FN(col2im)(const mfi_conv2d *p, const T *col, int64_t n, int64_t c0, int64_t cg, T *gx)
 {
     const int64_t H = p->h, W = p->w, OH = p->oh, OW = p->ow, L = OH * OW;
     const int64_t kk = (int64_t)p->kh * p->kw;
-    #pragma omp parallel for if (cpu_par(cg * kk * nb * L)) schedule(static)
     for (int64_t c = 0; c < cg; c++) {
+        T *plane = gx + (n * p->c + c0 + c) * H * W;
         for (int64_t k = 0; k < kk; k++) {
-            int64_t r = c * kk + k, ki = k / p->kw, kj = k % p->kw;
+            int64_t ki = k / p->kw, kj = k % p->kw;
             int64_t dh = ki * p->dilation[0] - p->padding[0], dw = kj * p->dilation[1] - p->padding[1];
             int64_t lo = 0, hi = OW;
             while (lo < OW && lo * p->stride[1] + dw < 0) lo++;
             while (hi > lo && (hi - 1) * p->stride[1] + dw >= W) hi--;
-            for (int64_t b = 0; b < nb; b++) {
-                T *plane = gx + ((n0 + b) * p->c + c0 + c) * H * W;
-                const T *src = col + r * nb * L + b * L;
-                for (int64_t oh = 0; oh < OH; oh++, src += OW) {
-                    int64_t ih = oh * p->stride[0] + dh;
-                    if (ih < 0 || ih >= H) continue;
-                    T *dst = plane + ih * W + dw;
-                    if (p->stride[1] == 1) {
-                        for (int64_t ow = lo; ow < hi; ow++) dst[ow] += src[ow];
-                    } else {
-                        for (int64_t ow = lo; ow < hi; ow++) dst[ow * p->stride[1]] += src[ow];
-                    }
+            const T *src = col + (c * kk + k) * L;
+            for (int64_t oh = 0; oh < OH; oh++, src += OW) {
+                int64_t ih = oh * p->stride[0] + dh;
+                if (ih < 0 || ih >= H) continue;
+                T *dst = plane + ih * W + dw;
+                if (p->stride[1] == 1) {
+                    for (int64_t ow = lo; ow < hi; ow++) dst[ow] += src[ow];
+                } else {
+                    for (int64_t ow = lo; ow < hi; ow++) dst[ow * p->stride[1]] += src[ow];
                 }
             }
         }
     }
 }
 
-/* tmp [ocg, nb*L] <-> y[images n0.., channels o0..o0+ocg] */
-static void FN(gather_out)(const mfi_conv2d *p, const T *y, int64_t n0, int64_t nb, int64_t o0, int64_t ocg, T *tmp)
+/* Per-thread scratch: `per` elements for each of nt threads. */
+static T *FN(scratch)(int nt, int64_t per, size_t *bytes)
 {
-    const int64_t L = p->oh * p->ow;
-    #pragma omp parallel for collapse(2) if (cpu_par(ocg * nb * L)) schedule(static)
-    for (int64_t o = 0; o < ocg; o++)
-        for (int64_t b = 0; b < nb; b++)
-            memcpy(tmp + o * nb * L + b * L, y + ((n0 + b) * p->oc + o0 + o) * L, (size_t)L * sizeof(T));
-}
-
-static void FN(scatter_out)(const mfi_conv2d *p, const T *tmp, const T *bias, int64_t n0, int64_t nb, int64_t o0,
-                            int64_t ocg, T *y)
-{
-    const int64_t L = p->oh * p->ow;
-    #pragma omp parallel for collapse(2) if (cpu_par(ocg * nb * L)) schedule(static)
-    for (int64_t o = 0; o < ocg; o++)
-        for (int64_t b = 0; b < nb; b++) {
-            const T *s = tmp + o * nb * L + b * L;
-            T *d = y + ((n0 + b) * p->oc + o0 + o) * L;
-            T bv = bias ? bias[o0 + o] : (T)0;
-            for (int64_t i = 0; i < L; i++) d[i] = s[i] + bv;
-        }
+    *bytes = (size_t)nt * (size_t)per * sizeof(T);
+    return mfi_alloc(*bytes);
 }
 
 static mf_status FN(conv_fwd)(const mfi_conv2d *p, T *y, const T *x, const T *w, const T *bias)
 {
-    const int64_t cg = p->c / p->groups, ocg = p->oc / p->groups, K = cg * p->kh * p->kw;
-    const int64_t L = p->oh * p->ow, nb = conv_chunk(p->n, K, L, ocg);
-    const size_t colb = (size_t)(K * nb * L) * sizeof(T), tmpb = (size_t)(ocg * nb * L) * sizeof(T);
-    T *col = mfi_alloc(colb), *tmp = mfi_alloc(tmpb);
-    if (!col || !tmp) {
-        mfi_free(col, colb);
-        mfi_free(tmp, tmpb);
-        MF_FAIL(MF_ERR_NOMEM, "conv2d: out of memory for a %zu-byte workspace", colb + tmpb);
-    }
-    for (int64_t n0 = 0; n0 < p->n; n0 += nb) {
-        int64_t cnt = p->n - n0 < nb ? p->n - n0 : nb;
+    const int64_t cg = p->c / p->groups, ocg = p->oc / p->groups, K = cg * p->kh * p->kw, L = p->oh * p->ow;
+    const int nt = conv_threads(p->n);
+    size_t bytes;
+    T *cols = FN(scratch)(nt, K * L, &bytes);
+    if (!cols) MF_FAIL(MF_ERR_NOMEM, "conv2d: out of memory for a %zu-byte workspace", bytes);
+    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t n = 0; n < p->n; n++) {
+        T *col = cols + (int64_t)conv_thread() * K * L;
         for (int g = 0; g < p->groups; g++) {
-            FN(im2col)(p, x, n0, cnt, g * cg, cg, col);
-            GEMM_T(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)ocg, (int)(cnt * L), (int)K, 1,
-                   w + g * ocg * K, (int)K, col, (int)(cnt * L), 0, tmp, (int)(cnt * L));
-            FN(scatter_out)(p, tmp, bias, n0, cnt, g * ocg, ocg, y);
+            FN(im2col)(p, x, n, g * cg, cg, col);
+            T *out = y + (n * p->oc + g * ocg) * L;
+            GEMM_T(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)ocg, (int)L, (int)K, 1, w + g * ocg * K, (int)K,
+                   col, (int)L, 0, out, (int)L);
+            if (bias)
+                for (int64_t o = 0; o < ocg; o++) {
+                    T b = bias[g * ocg + o], *row = out + o * L;
+                    for (int64_t i = 0; i < L; i++) row[i] += b;
+                }
         }
     }
-    mfi_free(col, colb);
-    mfi_free(tmp, tmpb);
+    mfi_free(cols, bytes);
     return MF_OK;
 }
 
 static mf_status FN(conv_bwd_data)(const mfi_conv2d *p, T *gx, const T *gy, const T *w)
 {
-    const int64_t cg = p->c / p->groups, ocg = p->oc / p->groups, K = cg * p->kh * p->kw;
-    const int64_t L = p->oh * p->ow, nb = conv_chunk(p->n, K, L, ocg);
-    const size_t colb = (size_t)(K * nb * L) * sizeof(T), tmpb = (size_t)(ocg * nb * L) * sizeof(T);
-    T *col = mfi_alloc(colb), *tmp = mfi_alloc(tmpb);
-    if (!col || !tmp) {
-        mfi_free(col, colb);
-        mfi_free(tmp, tmpb);
-        MF_FAIL(MF_ERR_NOMEM, "conv2d backward: out of memory for a %zu-byte workspace", colb + tmpb);
-    }
-    memset(gx, 0, (size_t)(p->n * p->c * p->h * p->w) * sizeof(T));
-    for (int64_t n0 = 0; n0 < p->n; n0 += nb) {
-        int64_t cnt = p->n - n0 < nb ? p->n - n0 : nb;
+    const int64_t cg = p->c / p->groups, ocg = p->oc / p->groups, K = cg * p->kh * p->kw, L = p->oh * p->ow;
+    const int nt = conv_threads(p->n);
+    size_t bytes;
+    T *cols = FN(scratch)(nt, K * L, &bytes);
+    if (!cols) MF_FAIL(MF_ERR_NOMEM, "conv2d backward: out of memory for a %zu-byte workspace", bytes);
+    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t n = 0; n < p->n; n++) {
+        T *col = cols + (int64_t)conv_thread() * K * L;
+        memset(gx + n * p->c * p->h * p->w, 0, (size_t)(p->c * p->h * p->w) * sizeof(T));
         for (int g = 0; g < p->groups; g++) {
-            FN(gather_out)(p, gy, n0, cnt, g * ocg, ocg, tmp);
-            GEMM_T(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)(cnt * L), (int)ocg, 1,
-                   w + g * ocg * K, (int)K, tmp, (int)(cnt * L), 0, col, (int)(cnt * L));
-            FN(col2im)(p, col, n0, cnt, g * cg, cg, gx);
+            GEMM_T(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)L, (int)ocg, 1, w + g * ocg * K, (int)K,
+                   gy + (n * p->oc + g * ocg) * L, (int)L, 0, col, (int)L);
+            FN(col2im)(p, col, n, g * cg, cg, gx);
         }
     }
-    mfi_free(col, colb);
-    mfi_free(tmp, tmpb);
+    mfi_free(cols, bytes);
     return MF_OK;
 }
 
 static mf_status FN(conv_bwd_filter)(const mfi_conv2d *p, T *gw, const T *gy, const T *x)
 {
-    const int64_t cg = p->c / p->groups, ocg = p->oc / p->groups, K = cg * p->kh * p->kw;
-    const int64_t L = p->oh * p->ow, nb = conv_chunk(p->n, K, L, ocg);
-    const size_t colb = (size_t)(K * nb * L) * sizeof(T), tmpb = (size_t)(ocg * nb * L) * sizeof(T);
-    T *col = mfi_alloc(colb), *tmp = mfi_alloc(tmpb);
-    if (!col || !tmp) {
-        mfi_free(col, colb);
-        mfi_free(tmp, tmpb);
-        MF_FAIL(MF_ERR_NOMEM, "conv2d backward: out of memory for a %zu-byte workspace", colb + tmpb);
+    const int64_t cg = p->c / p->groups, ocg = p->oc / p->groups, K = cg * p->kh * p->kw, L = p->oh * p->ow;
+    const int64_t wsz = p->oc * K;
+    const int nt = conv_threads(p->n);
+    size_t bytes, pbytes;
+    T *cols = FN(scratch)(nt, K * L, &bytes);
+    /* thread 0 accumulates into gw itself, the others into partials */
+    T *part = nt > 1 ? FN(scratch)(nt - 1, wsz, &pbytes) : NULL;
+    if (!cols || (nt > 1 && !part)) {
+        mfi_free(cols, bytes);
+        if (part) mfi_free(part, pbytes);
+        MF_FAIL(MF_ERR_NOMEM, "conv2d backward: out of memory for a workspace");
     }
-    if (p->n == 0) memset(gw, 0, (size_t)(p->oc * K) * sizeof(T));
-    for (int64_t n0 = 0; n0 < p->n; n0 += nb) {
-        int64_t cnt = p->n - n0 < nb ? p->n - n0 : nb;
-        for (int g = 0; g < p->groups; g++) {
-            FN(im2col)(p, x, n0, cnt, g * cg, cg, col);
-            FN(gather_out)(p, gy, n0, cnt, g * ocg, ocg, tmp);
-            GEMM_T(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ocg, (int)K, (int)(cnt * L), 1, tmp,
-                   (int)(cnt * L), col, (int)(cnt * L), n0 == 0 ? 0 : 1, gw + g * ocg * K, (int)K);
+    #pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = conv_thread();
+        T *acc = t == 0 ? gw : part + (int64_t)(t - 1) * wsz;
+        T *col = cols + (int64_t)t * K * L;
+        memset(acc, 0, (size_t)wsz * sizeof(T));
+        #pragma omp for schedule(static)
+        for (int64_t n = 0; n < p->n; n++) {
+            for (int g = 0; g < p->groups; g++) {
+                FN(im2col)(p, x, n, g * cg, cg, col);
+                GEMM_T(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ocg, (int)K, (int)L, 1,
+                       gy + (n * p->oc + g * ocg) * L, (int)L, col, (int)L, 1, acc + g * ocg * K, (int)K);
+            }
         }
     }
-    mfi_free(col, colb);
-    mfi_free(tmp, tmpb);
+    for (int t = 1; t < nt; t++) {
+        const T *src = part + (int64_t)(t - 1) * wsz;
+        for (int64_t i = 0; i < wsz; i++) gw[i] += src[i];
+    }
+    mfi_free(cols, bytes);
+    if (part) mfi_free(part, pbytes);
     return MF_OK;
 }
 

@@ -19,6 +19,17 @@ typedef struct red_plan {
     int64_t nout, nred, rinner, rrows;
 } red_plan;
 
+/* Kept dims may merge only if no reduced dim sits between them, since
+ * the output index runs over kept dims in order. */
+static bool kept_gap(mfi_cv *out, mfi_cv *in, int d)
+{
+    for (int e = d - 1; e >= 0; e--) {
+        if (in->shape[e] == 1) continue;
+        return out->shape[e] == 1;   /* the previous non-trivial dim was reduced */
+    }
+    return false;
+}
+
 static void plan_reduce(red_plan *p, mfi_cv *out, mfi_cv *in)
 {
     memset(p, 0, sizeof *p);
@@ -36,8 +47,13 @@ static void plan_reduce(red_plan *p, mfi_cv *out, mfi_cv *in)
             }
             p->nred *= n;
         } else {
-            p->kshape[p->nk] = n;
-            p->kstride[p->nk++] = in->stride[d];
+            if (p->nk > 0 && p->kstride[p->nk - 1] == in->stride[d] * n && !kept_gap(out, in, d)) {
+                p->kshape[p->nk - 1] *= n;
+                p->kstride[p->nk - 1] = in->stride[d];
+            } else {
+                p->kshape[p->nk] = n;
+                p->kstride[p->nk++] = in->stride[d];
+            }
             p->nout *= n;
         }
     }
@@ -104,6 +120,56 @@ static double combine(mfi_redop op, double a, double b)
     return (b > a || b != b) ? b : a;
 }
 
+/* Every reduced dim lies outside one contiguous kept block (the bias
+ * gradient: sum over the batch of [N, C]): add whole rows, vectorised,
+ * each thread over its own columns. */
+static bool rows_case(const red_plan *p)
+{
+    if (p->nk != 1 || p->kstride[0] != 1) return false;
+    for (int d = 0; d < p->nr; d++)
+        if (p->rshape[d] > 1 && p->rstride[d] < p->kshape[0]) return false;
+    return true;
+}
+
+static int64_t flat_offset(const red_plan *p, int64_t q)
+{
+    int64_t off = 0;
+    for (int d = p->nr - 1; d >= 0; d--) {
+        off += (q % p->rshape[d]) * p->rstride[d];
+        q /= p->rshape[d];
+    }
+    return off;
+}
+
+#define ROWS_FN(NAME, T)                                                             \
+    static void NAME(mfi_redop op, const red_plan *p, T *out, const T *in)           \
+    {                                                                                \
+        const int64_t cols = p->kshape[0];                                           \
+        _Pragma("omp parallel if (cpu_par(p->nout * p->nred))")                      \
+        {                                                                            \
+            int64_t lo, hi;                                                          \
+            cpu_share((cols + 7) / 8, &lo, &hi);                                     \
+            lo *= 8;                                                                 \
+            hi = hi * 8 < cols ? hi * 8 : cols;                                      \
+            double acc[512];                                                         \
+            for (int64_t c0 = lo; c0 < hi; c0 += 512) {                              \
+                int64_t w = hi - c0 < 512 ? hi - c0 : 512;                           \
+                for (int64_t j = 0; j < w; j++) acc[j] = op == MFI_RED_MAX ? -INFINITY : 0.0; \
+                for (int64_t q = 0; q < p->nred; q++) {                              \
+                    const T *a = in + flat_offset(p, q) + c0;                        \
+                    if (op == MFI_RED_SUM)                                           \
+                        for (int64_t j = 0; j < w; j++) acc[j] += (double)a[j];      \
+                    else if (op == MFI_RED_SUMSQ)                                    \
+                        for (int64_t j = 0; j < w; j++) acc[j] += (double)a[j] * (double)a[j]; \
+                    else                                                             \
+                        for (int64_t j = 0; j < w; j++)                              \
+                            if ((double)a[j] > acc[j] || a[j] != a[j]) acc[j] = (double)a[j]; \
+                }                                                                    \
+                for (int64_t j = 0; j < w; j++) out[c0 + j] = (T)acc[j];             \
+            }                                                                        \
+        }                                                                            \
+    }
+
 #define REDUCE_FN(NAME, RANGE, T)                                                    \
     static void NAME(mfi_redop op, const red_plan *p, T *out, const T *in)           \
     {                                                                                \
@@ -143,6 +209,8 @@ RED_RANGE_FN(range_f32, float)
 RED_RANGE_FN(range_f64, double)
 RED_RANGE_FN(range_i32, int32_t)
 RED_RANGE_FN(range_i64, int64_t)
+ROWS_FN(rows_f32, float)
+ROWS_FN(rows_f64, double)
 REDUCE_FN(reduce_f32, range_f32, float)
 REDUCE_FN(reduce_f64, range_f64, double)
 REDUCE_FN(reduce_i32, range_i32, int32_t)
@@ -153,6 +221,14 @@ mf_status mf_cpu_reduce(mfi_redop op, mfi_cv *out, mfi_cv *in)
     if (out->dtype != in->dtype) MF_FAIL(MF_ERR_DTYPE, "reduce: dtypes differ");
     red_plan p;
     plan_reduce(&p, out, in);
+    if (rows_case(&p) && p.nred > 1 && in->dtype == MF_F32) {
+        rows_f32(op, &p, out->data, in->data);
+        return MF_OK;
+    }
+    if (rows_case(&p) && p.nred > 1 && in->dtype == MF_F64) {
+        rows_f64(op, &p, out->data, in->data);
+        return MF_OK;
+    }
     switch (in->dtype) {
     case MF_F32: reduce_f32(op, &p, out->data, in->data); break;
     case MF_F64: reduce_f64(op, &p, out->data, in->data); break;

@@ -51,6 +51,7 @@ typedef struct mf_loader_opts {
     bool shuffle;        /* true: permutation by (seed, epoch) */
     bool drop_last;      /* true: skip the last partial batch */
     double mean, std;    /* x = (pixel/255 - mean) / std */
+    bool prefetch;       /* assemble the next batch in a helper thread */
 } mf_loader_opts;
 
 typedef struct mf_loader mf_loader;

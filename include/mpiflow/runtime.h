@@ -35,6 +35,8 @@ MF_API int mf_local_size(void);
  * restores the default: usable cores / ranks on this node, at least 1. */
 MF_API mf_status mf_set_threads(int n);
 MF_API int mf_threads(void);
+/* Cores this rank may use: its binding, or its share of the node. */
+MF_API int mf_cores(void);
 
 /* The global seed: parameter initialisation, dropout, rand/randn and
  * data shuffling all derive their Philox keys from it. */
@@ -64,10 +66,11 @@ MF_API double mf_time(void);
 MF_API mf_status mf_agree(mf_status local);
 
 /* Kernel profiling: with MF_PROFILE=1 or mf_profile_enable(true), the
- * time spent in each kernel class is accumulated per rank. */
+ * time spent in each kernel class (and in the data loader) is
+ * accumulated per rank. */
 typedef enum mf_prof_class {
     MF_PROF_GEMM, MF_PROF_CONV, MF_PROF_ELEMENTWISE, MF_PROF_REDUCE,
-    MF_PROF_NORM, MF_PROF_POOL, MF_PROF_OPTIM, MF_PROF_OTHER, MF_PROF_COUNT
+    MF_PROF_NORM, MF_PROF_POOL, MF_PROF_OPTIM, MF_PROF_DATA, MF_PROF_OTHER, MF_PROF_COUNT
 } mf_prof_class;
 MF_API void mf_profile_enable(bool on);
 MF_API bool mf_profile_enabled(void);

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Bad input gets one clear message that names the thing, exit code 2,
+# and no crash: bad flags, missing data files, corrupt IDX headers.
+. "$top_srcdir/tests/lib.sh"
+
+expect_bad() {   # expect_bad "needle" args...
+    needle=$1
+    shift
+    run_train 1 "$@" >/dev/null
+    [ "$rc" -eq 2 ] || fail "mpiflow-train $*: exit $rc, expected 2"
+    grep -q -- "$needle" "$TMPDIR_TEST/out" || { cat "$TMPDIR_TEST/out"; fail "mpiflow-train $*: no '$needle' in the message"; }
+    if grep -qiE 'segmentation|core dumped|abort|BAD TERMINATION' "$TMPDIR_TEST/out"; then fail "$*: crashed"; fi
+    echo "ok: $* -> $(grep error "$TMPDIR_TEST/out" | head -1)"
+}
+
+expect_bad "--model: 'resnet'" --model resnet
+expect_bad "--batch-size: '0'" --batch-size 0
+expect_bad "--batch-size: 'abc'" --batch-size abc
+expect_bad "--lr: '-1'" --lr -1
+expect_bad "--optimizer: 'lbfgs'" --optimizer lbfgs
+expect_bad "unknown option '--frobnicate'" --frobnicate
+expect_bad "--epochs and --steps" --epochs 1 --steps 10
+expect_bad "--epochs needs a value" --epochs
+expect_bad "unexpected argument 'extra'" extra
+expect_bad "--lr-schedule piecewise" --lr-schedule piecewise --lr-boundaries 10
+expect_bad "not found in $TMPDIR_TEST/empty" --data-dir "$TMPDIR_TEST/empty"
+
+# corrupt data: a header that is not IDX, and a file cut short
+mkdir -p "$TMPDIR_TEST/bad" "$TMPDIR_TEST/short"
+for f in train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    cp "/usr/share/datasets/fashion-mnist/$f.gz" "$TMPDIR_TEST/bad/" 2>/dev/null
+    cp "/usr/share/datasets/fashion-mnist/$f.gz" "$TMPDIR_TEST/short/" 2>/dev/null
+done
+printf 'this is not an IDX file at all' | gzip >"$TMPDIR_TEST/bad/train-images-idx3-ubyte.gz"
+expect_bad "train-images-idx3-ubyte.gz: not an IDX file" --data-dir "$TMPDIR_TEST/bad"
+if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    gzip -dc /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz | head -c 100000 | gzip \
+        >"$TMPDIR_TEST/short/train-images-idx3-ubyte.gz"
+    expect_bad "truncated" --data-dir "$TMPDIR_TEST/short"
+fi
+
+# the same message on every rank, and still exit 2, under 2 ranks
+"$MPIEXEC" -n 2 "$TRAIN" --model resnet >"$TMPDIR_TEST/out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || fail "2 ranks: exit $rc, expected 2"
+[ "$(grep -c "'resnet'" "$TMPDIR_TEST/out")" -eq 2 ] || fail "2 ranks: expected the message from both ranks"
+
+# help and version succeed
+"$TRAIN" --help | grep -q -- '--model mlp|lenet' || fail "--help lacks the model flag"
+"$TRAIN" --version | grep -q 'mpiflow-train' || fail "--version"
+echo "all bad inputs rejected with exit code 2"

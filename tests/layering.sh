@@ -1,0 +1,27 @@
+#!/bin/sh
+# The dependency rules of STYLE.md, checked on the #include lines:
+# apps -> lib -> {backends, collectives}; backends never include mpi.h;
+# only collectives/ includes hwloc.h; only backends/cpu includes cblas.h;
+# only backends/cuda includes CUDA headers; only lib/io includes hdf5.h;
+# no exit/abort/assert in library code.
+. "$top_srcdir/tests/lib.sh"
+cd "$top_srcdir" || fail "no source dir"
+bad=0
+check() {   # check "pattern" "allowed-prefix-regex" "rule"
+    hits=$(grep -rlE "$1" lib backends collectives apps include 2>/dev/null | grep -vE "$2" || true)
+    if [ -n "$hits" ]; then
+        echo "violation ($3): $hits" >&2
+        bad=1
+    fi
+}
+check '#include <mpi\.h>' '^collectives/' "only collectives/ talks to MPI"
+check '#include <hwloc\.h>' '^collectives/' "only collectives/ includes hwloc.h"
+check '#include <cblas\.h>' '^backends/cpu/' "only backends/cpu includes cblas.h"
+check '#include <(cuda|cublas|cudnn)[a-z_]*\.h>' '^backends/cuda/' "only backends/cuda includes CUDA headers"
+check '#include <hdf5\.h>' '^lib/io/' "only lib/io includes hdf5.h"
+check '#include "(lib|collectives)/' '^(lib|collectives|backends)/' "apps and headers use the public API only"
+check '#include "backends/' '^backends/' "lib reaches backends through the table"
+hits=$(grep -rnE '\b(abort|exit|_exit|assert|MPI_Abort)[[:space:]]*\(' lib backends collectives | grep -v '^\s*//' || true)
+[ -z "$hits" ] || { echo "exit/abort in library code: $hits" >&2; bad=1; }
+[ "$bad" -eq 0 ] || fail "layering rules broken"
+echo "layering rules hold"
