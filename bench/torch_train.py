@@ -4,10 +4,15 @@
 Same models (mlp, lenet), same Fashion-MNIST data and normalisation,
 SGD, batch and thread count; best of R timed windows after a warmup.
 Needs Debian's python3-torch (scripts/install-deps.sh --bench); run
-with /usr/bin/python3.
+with /usr/bin/python3. Each thread count runs in its own process with
+OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set: Debian's torch uses the
+pthread OpenBLAS, which ignores torch.set_num_threads.
 """
 import argparse
 import gzip
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -45,12 +50,22 @@ def main():
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if not a.child:
+        print("%-6s %7s %6s %12s" % ("model", "threads", "batch", "samples/s"), flush=True)
+        for name in (["mlp", "lenet"] if a.model == "all" else [a.model]):
+            for nt in a.threads.split(","):
+                env = dict(os.environ, OMP_NUM_THREADS=nt, OPENBLAS_NUM_THREADS=nt, MKL_NUM_THREADS=nt)
+                args = [sys.executable, __file__, "--child", "--model", name, "--threads", nt,
+                        "--batch", str(a.batch), "--steps", str(a.steps), "--repeat", str(a.repeat),
+                        "--data-dir", a.data_dir]
+                subprocess.run(args, env=env, check=True)
+        return
     images = load_images(a.data_dir + "/train-images-idx3-ubyte.gz")
     x_all = torch.from_numpy(((images / 255.0 - 0.2860) / 0.3530).astype(np.float32))
     y_all = torch.from_numpy(load_labels(a.data_dir + "/train-labels-idx1-ubyte.gz"))
-    print("%-6s %7s %6s %12s" % ("model", "threads", "batch", "samples/s"))
-    for name in (["mlp", "lenet"] if a.model == "all" else [a.model]):
+    for name in [a.model]:
         steps = a.steps or (200 if name == "mlp" else 20)
         warmup = 20 if name == "mlp" else 3
         for nt in [int(t) for t in a.threads.split(",")]:

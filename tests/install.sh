@@ -1,0 +1,26 @@
+#!/bin/sh
+# make install into a staging directory installs the library (shared and
+# static), the headers, mpiflow.pc and the apps; an outside program
+# builds against them with pkg-config and runs under mpiexec.
+. "$top_srcdir/tests/lib.sh"
+dest="$TMPDIR_TEST/stage"
+${MAKE:-make} -C "$top_builddir" install DESTDIR="$dest" >"$TMPDIR_TEST/install.log" 2>&1 ||
+    { tail -20 "$TMPDIR_TEST/install.log"; fail "make install failed"; }
+prefix=$(sed -n 's/^prefix=//p' "$top_builddir/mpiflow.pc")
+root="$dest$prefix"
+libdir=$(PKG_CONFIG_PATH="$root/lib/pkgconfig" pkg-config --define-variable=prefix="$root" --variable=libdir mpiflow)
+for f in "$root/include/mpiflow.h" "$root/include/mpiflow/tensor.h" "$root/include/mpiflow/models.h" \
+         "$libdir/libmpiflow.so" "$libdir/libmpiflow.a" "$libdir/pkgconfig/mpiflow.pc" "$root/bin/mpiflow-train"; do
+    [ -e "$f" ] || fail "not installed: $f"
+done
+cflags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --define-variable=prefix="$root" --cflags mpiflow)
+libs=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --define-variable=prefix="$root" --libs mpiflow)
+# shellcheck disable=SC2086
+mpicc -std=c11 -Wall -Wextra -Werror "$top_srcdir/examples/train_mlp.c" $cflags $libs -o "$TMPDIR_TEST/train_mlp" ||
+    fail "the example does not build against the installed headers and library"
+LD_LIBRARY_PATH="$libdir" "$MPIEXEC" -n 1 "$TMPDIR_TEST/train_mlp" >"$TMPDIR_TEST/ex.out" 2>&1 ||
+    { cat "$TMPDIR_TEST/ex.out"; fail "the example failed"; }
+grep -q 'loss .* -> ' "$TMPDIR_TEST/ex.out" || fail "the example printed no loss"
+LD_LIBRARY_PATH="$libdir" "$root/bin/mpiflow-train" --help | grep -q 'usage:' || fail "installed mpiflow-train --help"
+cat "$TMPDIR_TEST/ex.out"
+echo "installed tree works: $(find "$dest" -type f | wc -l) files"
