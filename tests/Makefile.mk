@@ -21,5 +21,6 @@ TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(top_srcdir)/tests/mpirun.sh
 SH_LOG_COMPILER = $(SHELL)
 AM_TESTS_ENVIRONMENT = MPIEXEC='$(MPIEXEC)'; export MPIEXEC; H5DUMP='$(H5DUMP)'; export H5DUMP; \
+	MF_BUILD_CFLAGS='$(CFLAGS)'; export MF_BUILD_CFLAGS; MF_BUILD_LDFLAGS='$(LDFLAGS)'; export MF_BUILD_LDFLAGS; \
 	top_srcdir='$(top_srcdir)'; export top_srcdir; top_builddir='$(top_builddir)'; export top_builddir;
 EXTRA_DIST += tests/mpirun.sh tests/lib.sh $(SHELL_TESTS)

@@ -15,8 +15,10 @@ for f in "$root/include/mpiflow.h" "$root/include/mpiflow/tensor.h" "$root/inclu
 done
 cflags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --define-variable=prefix="$root" --cflags mpiflow)
 libs=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --define-variable=prefix="$root" --libs mpiflow)
+# the build's own flags (a sanitizer build needs them on the example too)
 # shellcheck disable=SC2086
-mpicc -std=c11 -Wall -Wextra -Werror "$top_srcdir/examples/train_mlp.c" $cflags $libs -o "$TMPDIR_TEST/train_mlp" ||
+mpicc -std=c11 -Wall -Wextra -Werror ${MF_BUILD_CFLAGS:-} "$top_srcdir/examples/train_mlp.c" $cflags $libs \
+    ${MF_BUILD_LDFLAGS:-} -o "$TMPDIR_TEST/train_mlp" ||
     fail "the example does not build against the installed headers and library"
 LD_LIBRARY_PATH="$libdir" "$MPIEXEC" -n 1 "$TMPDIR_TEST/train_mlp" >"$TMPDIR_TEST/ex.out" 2>&1 ||
     { cat "$TMPDIR_TEST/ex.out"; fail "the example failed"; }
