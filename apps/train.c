@@ -45,8 +45,8 @@ static mf_status load_data(run *r)
     const train_opts *o = &r->o;
     mf_status st = MF_OK;
     if (!strcmp(o->dataset, "synthetic")) {
-        r->train = mf_dataset_synthetic(o->synthetic_train, 1, 28, 28, 10, o->seed + 1);
-        r->test = r->train ? mf_dataset_synthetic(o->synthetic_test, 1, 28, 28, 10, o->seed + 2) : NULL;
+        r->train = mf_dataset_synthetic(o->synthetic_train, 1, 28, 28, 10, o->seed, true);
+        r->test = r->train ? mf_dataset_synthetic(o->synthetic_test, 1, 28, 28, 10, o->seed, false) : NULL;
     } else {
         r->train = mf_dataset_fashion_mnist(o->data_dir, true);
         r->test = r->train && o->eval ? mf_dataset_fashion_mnist(o->data_dir, false) : NULL;

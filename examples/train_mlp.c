@@ -22,7 +22,7 @@ int main(int argc, char **argv)
     mf_manual_seed(0);
 
     /* 4000 samples of 1x8x8 in 4 classes */
-    mf_dataset *data = mf_dataset_synthetic(4000, 1, 8, 8, 4, 0);
+    mf_dataset *data = mf_dataset_synthetic(4000, 1, 8, 8, 4, 0, true);
     CHECK(data);
     double mean, std;
     mf_dataset_stats(data, &mean, &std);

@@ -126,7 +126,7 @@ END_TEST
 
 START_TEST(permutation)
 {
-    mf_dataset *ds = mf_dataset_synthetic(1000, 1, 4, 4, 10, 1);
+    mf_dataset *ds = mf_dataset_synthetic(1000, 1, 4, 4, 10, 1, true);
     ck_assert_nonnull(ds);
     mf_loader_opts o = {64, 42, true, true, 0.5, 0.25, false};
     mf_loader *l = mf_loader_create(ds, &o), *l2 = mf_loader_create(ds, &o);
@@ -176,7 +176,7 @@ START_TEST(prefetch_matches_inline)
 {
     /* the helper thread must produce exactly the inline batches, across
      * epoch ends, partial batches and seeks */
-    mf_dataset *ds = mf_dataset_synthetic(300, 1, 6, 6, 5, 3);
+    mf_dataset *ds = mf_dataset_synthetic(300, 1, 6, 6, 5, 3, true);
     mf_loader_opts a = {64, 11, true, false, 0.4, 0.2, false}, b = a;
     b.prefetch = true;
     mf_loader *la = mf_loader_create(ds, &a), *lb = mf_loader_create(ds, &b);
@@ -205,7 +205,7 @@ END_TEST
 
 START_TEST(synthetic_is_deterministic)
 {
-    mf_dataset *a = mf_dataset_synthetic(50, 1, 8, 8, 4, 9), *b = mf_dataset_synthetic(50, 1, 8, 8, 4, 9);
+    mf_dataset *a = mf_dataset_synthetic(50, 1, 8, 8, 4, 9, true), *b = mf_dataset_synthetic(50, 1, 8, 8, 4, 9, true);
     mf_loader_opts o = {50, 0, false, false, 0, 1, false};
     mf_loader *la = mf_loader_create(a, &o), *lb = mf_loader_create(b, &o);
     mf_tensor *xa, *ya, *xb, *yb;
@@ -218,12 +218,39 @@ START_TEST(synthetic_is_deterministic)
     int64_t counts[4] = {0};
     for (int i = 0; i < 50; i++) counts[(int)mf_tensor_get(ya, (const int64_t[]){i})]++;
     for (int c = 0; c < 4; c++) ck_assert(counts[c] > 0);
-    mf_tensor *all[] = {xa, ya, xb, yb};
-    for (int k = 0; k < 4; k++) mf_tensor_destroy(all[k]);
+    /* the test split has other samples but the same class templates:
+     * the mean image of a class is close across the splits */
+    mf_dataset *t = mf_dataset_synthetic(400, 1, 8, 8, 4, 9, false), *u = mf_dataset_synthetic(400, 1, 8, 8, 4, 9, true);
+    mf_loader_opts o4 = {400, 0, false, false, 0, 1.0 / 255, false};   /* x = pixel */
+    mf_loader *lt = mf_loader_create(t, &o4), *lu = mf_loader_create(u, &o4);
+    mf_tensor *xt, *yt, *xu, *yu;
+    ck_assert_ok(mf_loader_next(lt, &xt, &yt));
+    ck_assert_ok(mf_loader_next(lu, &xu, &yu));
+    ck_assert(memcmp(mf_tensor_data(xt), mf_tensor_data(xu), mf_tensor_nbytes(xt)));
+    double mt[64] = {0}, mu[64] = {0}, nt = 0, nu = 0;
+    for (int i = 0; i < 400; i++) {
+        const float *pt = (const float *)mf_tensor_data(xt) + i * 64, *pu = (const float *)mf_tensor_data(xu) + i * 64;
+        bool ct = mf_tensor_get(yt, (const int64_t[]){i}) == 0, cu = mf_tensor_get(yu, (const int64_t[]){i}) == 0;
+        for (int j = 0; j < 64; j++) {
+            if (ct) mt[j] += pt[j];
+            if (cu) mu[j] += pu[j];
+        }
+        nt += ct;
+        nu += cu;
+    }
+    double diff = 0;
+    for (int j = 0; j < 64; j++) diff = fmax(diff, fabs(mt[j] / nt - mu[j] / nu));
+    ck_assert_msg(diff < 20, "class-0 means differ by %g (of 255) across splits", diff);
+    mf_tensor *all[] = {xa, ya, xb, yb, xt, yt, xu, yu};
+    for (int k = 0; k < 8; k++) mf_tensor_destroy(all[k]);
     mf_loader_destroy(la);
     mf_loader_destroy(lb);
+    mf_loader_destroy(lt);
+    mf_loader_destroy(lu);
     mf_dataset_destroy(a);
     mf_dataset_destroy(b);
+    mf_dataset_destroy(t);
+    mf_dataset_destroy(u);
 }
 END_TEST
 

@@ -24,9 +24,11 @@ MF_API mf_dataset *mf_dataset_idx_load(const char *images_path, const char *labe
 /* Fashion-MNIST from dir (default /usr/share/datasets/fashion-mnist when
  * dir is NULL); train or test split. */
 MF_API mf_dataset *mf_dataset_fashion_mnist(const char *dir, bool train);
-/* n samples of [c, h, w] in `classes` classes: a fixed random template per
- * class plus noise, all from Philox keyed by seed. Learnable. */
-MF_API mf_dataset *mf_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed);
+/* n samples of [c, h, w] in `classes` classes: a random template per
+ * class plus noise, all from Philox. The templates depend on seed only,
+ * so the train and test splits of one seed share them; the samples
+ * depend on (seed, train). Learnable. */
+MF_API mf_dataset *mf_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed, bool train);
 MF_API void mf_dataset_destroy(mf_dataset *ds);
 MF_API int64_t mf_dataset_size(const mf_dataset *ds);
 MF_API int mf_dataset_classes(const mf_dataset *ds);

@@ -126,7 +126,7 @@ mf_dataset *mf_dataset_fashion_mnist(const char *dir, bool train)
     return mf_dataset_idx_load(img, lab);
 }
 
-mf_dataset *mf_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed)
+mf_dataset *mf_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed, bool train)
 {
     if (n < 1 || c < 1 || h < 1 || w < 1 || classes < 2) {
         mfi_error(MF_ERR_ARG, "mf_dataset_synthetic: need n >= 1, a positive shape and >= 2 classes");
@@ -144,8 +144,9 @@ mf_dataset *mf_dataset_synthetic(int64_t n, int c, int h, int w, int classes, ui
     ds->h = h;
     ds->w = w;
     ds->classes = classes;
-    const uint64_t kt = mfi_hash_str("synthetic/template"), kl = mfi_hash_str("synthetic/label");
-    const uint64_t kn = mfi_hash_str("synthetic/noise");
+    const uint64_t kt = mfi_hash_str("synthetic/template");
+    const uint64_t kl = mfi_hash_str(train ? "synthetic/train/label" : "synthetic/test/label");
+    const uint64_t kn = mfi_hash_str(train ? "synthetic/train/noise" : "synthetic/test/noise");
     /* a sample is its class template (fixed per class) plus noise */
     for (int64_t i = 0; i < n; i++) {
         int64_t y = mfi_philox_u32(seed, kl, (uint64_t)i) % (uint32_t)classes;
