@@ -222,6 +222,7 @@ static void print_profile(double elapsed)
 static int train(run *r)
 {
     const train_opts *o = &r->o;
+    mf_profile_reset();   /* count the training loop only */
     double t0 = mf_time(), window = 0, last_loss = NAN, sum_loss = 0;
     int64_t in_window = 0;
     double t_log = t0;
