@@ -43,3 +43,15 @@ require_fashion_mnist() {
     [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
         fail "Fashion-MNIST is missing: run scripts/install-deps.sh (Debian package dataset-fashion-mnist)"
 }
+
+# expect_accuracy MODEL MIN: one full epoch of MODEL on Fashion-MNIST
+# (batch 64, Adam, lr 0.001) reaches at least MIN test accuracy.
+expect_accuracy() {
+    require_fashion_mnist
+    run_train 1 --model "$1" --dataset fashion-mnist --epochs 1 --batch-size 64 --optimizer adam --lr 0.001 \
+        --log-every 200 --seed 1
+    [ "$rc" -eq 0 ] || fail "mpiflow-train exited with $rc"
+    acc=$(final_field test_accuracy)
+    at_least "$acc" "$2" || fail "$1 test accuracy $acc < $2"
+    echo "$1: test accuracy $acc after one epoch (threshold $2)"
+}

@@ -66,25 +66,21 @@ static void plan_reduce(red_plan *p, mfi_cv *out, mfi_cv *in)
     p->rrows = p->rinner ? p->nred / p->rinner : 0;
 }
 
-static int64_t kept_offset(const red_plan *p, int64_t o)
+/* Element offset of flat index i over nd dims of (shape, stride). */
+static int64_t offset_of(int64_t i, int nd, const int64_t *shape, const int64_t *stride)
 {
     int64_t off = 0;
-    for (int d = p->nk - 1; d >= 0; d--) {
-        off += (o % p->kshape[d]) * p->kstride[d];
-        o /= p->kshape[d];
+    for (int d = nd - 1; d >= 0; d--) {
+        off += (i % shape[d]) * stride[d];
+        i /= shape[d];
     }
     return off;
 }
 
-static int64_t red_row_offset(const red_plan *p, int64_t r)
-{
-    int64_t off = 0;
-    for (int d = p->nr - 2; d >= 0; d--) {
-        off += (r % p->rshape[d]) * p->rstride[d];
-        r /= p->rshape[d];
-    }
-    return off;
-}
+/* The input offset of output o, and of reduced row r (all reduced dims
+ * but the innermost). */
+#define kept_offset(p, o) offset_of((o), (p)->nk, (p)->kshape, (p)->kstride)
+#define red_row_offset(p, r) offset_of((r), (p)->nr - 1, (p)->rshape, (p)->rstride)
 
 /* Reduces reduced-rows [lo, hi) starting at base. */
 #define RED_RANGE_FN(NAME, T)                                                        \
@@ -131,15 +127,7 @@ static bool rows_case(const red_plan *p)
     return true;
 }
 
-static int64_t flat_offset(const red_plan *p, int64_t q)
-{
-    int64_t off = 0;
-    for (int d = p->nr - 1; d >= 0; d--) {
-        off += (q % p->rshape[d]) * p->rstride[d];
-        q /= p->rshape[d];
-    }
-    return off;
-}
+#define flat_offset(p, q) offset_of((q), (p)->nr, (p)->rshape, (p)->rstride)
 
 #define ROWS_FN(NAME, T)                                                             \
     static void NAME(mfi_redop op, const red_plan *p, T *out, const T *in)           \
