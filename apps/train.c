@@ -219,20 +219,80 @@ static void print_profile(double elapsed)
     printf("  %-12s %10.3f %7.1f%%\n", "outside", elapsed - total, 100 * (elapsed - total) / elapsed);
 }
 
+/* Loss and throughput since the last log line. */
+typedef struct meter {
+    double t0, t_log, window, sum, last_loss;
+    int64_t in_window, step_log;
+} meter;
+
+static void meter_step(run *r, meter *m, int64_t done, int64_t epoch, double lr, double loss)
+{
+    const train_opts *o = &r->o;
+    m->window += loss;
+    m->sum += loss;
+    m->in_window++;
+    m->last_loss = loss;
+    bool last = done == r->total_steps;
+    double now = mf_time();
+    bool log_now = done % o->log_every == 0 || last;
+    if (!log_now && !(r->bar && (now - m->t_log > 0.1 || last))) return;
+    double sps = (double)((done - m->step_log) * o->batch_size) / fmax(now - m->t_log, 1e-9);
+    double avg = m->window / (double)m->in_window;
+    if (log_now && r->metrics) {
+        fprintf(r->metrics, "%lld,%lld,%.9g,%.9g,%.1f,%.3f\n", (long long)done, (long long)epoch + 1, avg, lr, sps,
+                now - m->t0);
+        fflush(r->metrics);
+    }
+    progress(r, done, epoch, avg, lr, sps, now - m->t0, last);
+    if (log_now) {
+        m->window = 0;
+        m->in_window = 0;
+        m->t_log = now;
+        m->step_log = done;
+    }
+}
+
+static int epoch_report(run *r, int64_t epoch)
+{
+    double tl, ta;
+    if (evaluate(r, &tl, &ta) != MF_OK) return report("evaluation", 1);
+    if (mf_rank() == 0) {
+        printf("%sepoch %lld done: test_accuracy=%.4f test_loss=%.4f\n", r->bar ? "\n" : "", (long long)epoch + 1, ta,
+               tl);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static int final_report(run *r, const meter *m)
+{
+    double elapsed = mf_time() - m->t0;
+    if (r->o.profile && mf_rank() == 0) print_profile(elapsed);
+    double test_loss = NAN, test_acc = NAN;
+    if (r->o.eval && evaluate(r, &test_loss, &test_acc) != MF_OK) return report("evaluation", 1);
+    if (mf_rank() == 0) {
+        printf("final test_accuracy=%.4f test_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f "
+               "time_s=%.1f samples_per_sec=%.0f\n",
+               test_acc, test_loss, m->sum / (double)r->total_steps, m->last_loss, (long long)r->total_steps,
+               (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
+               (double)(r->total_steps * r->o.batch_size) / elapsed);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 static int train(run *r)
 {
     const train_opts *o = &r->o;
     mf_profile_reset();   /* count the training loop only */
-    double t0 = mf_time(), window = 0, last_loss = NAN, sum_loss = 0;
-    int64_t in_window = 0;
-    double t_log = t0;
-    int64_t step_log = 0;
+    meter m = {0};
+    m.t0 = m.t_log = mf_time();
+    m.last_loss = NAN;
     for (int64_t step = 0; step < r->total_steps; step++) {
         double lr = r->sched ? mf_lr_schedule_at(r->sched, step) : o->lr;
         mf_optim_set_lr(r->optim, lr);
         double loss;
-        mf_status st = train_step(r, &loss);
-        if (st != MF_OK) return report("training step", 1);
+        if (train_step(r, &loss) != MF_OK) return report("training step", 1);
         if (!isfinite(loss)) {
             fprintf(stderr, "mpiflow-train: error: the loss is %g at step %lld; lower --lr or add --clip-grad\n", loss,
                     (long long)step + 1);
@@ -240,56 +300,11 @@ static int train(run *r)
         }
         int64_t epoch = mf_loader_epoch(r->loader);
         bool epoch_end = mf_loader_cursor(r->loader) + o->batch_size > mf_dataset_size(r->train);
-        window += loss;
-        sum_loss += loss;
-        in_window++;
-        last_loss = loss;
-        int64_t done = step + 1;
-        bool last = done == r->total_steps;
-        double now = mf_time();
-        bool log_now = done % o->log_every == 0 || last;
-        bool redraw = r->bar && (now - t_log > 0.1 || last);
-        if (log_now || redraw) {
-            double sps = (double)((done - step_log) * o->batch_size) / fmax(now - t_log, 1e-9);
-            if (log_now && r->metrics) {
-                fprintf(r->metrics, "%lld,%lld,%.9g,%.9g,%.1f,%.3f\n", (long long)done,
-                        (long long)mf_loader_epoch(r->loader), window / (double)in_window, lr, sps, now - t0);
-                fflush(r->metrics);
-            }
-            if (log_now || redraw) {
-                double avg_sps = (double)(done * o->batch_size) / fmax(now - t0, 1e-9);
-                progress(r, done, epoch, window / (double)in_window, lr, log_now ? sps : avg_sps, now - t0, last);
-            }
-            if (log_now) {
-                window = 0;
-                in_window = 0;
-                t_log = now;
-                step_log = done;
-            }
-        }
-        if (epoch_end && !last && o->eval && r->total_epochs > 1) {
-            double tl, ta;
-            if (evaluate(r, &tl, &ta) != MF_OK) return report("evaluation", 1);
-            if (mf_rank() == 0) {
-                printf("%sepoch %lld done: test_accuracy=%.4f test_loss=%.4f\n", r->bar ? "\n" : "",
-                       (long long)epoch + 1, ta, tl);
-                fflush(stdout);
-            }
-        }
+        meter_step(r, &m, step + 1, epoch, lr, loss);
+        if (epoch_end && step + 1 < r->total_steps && o->eval && r->total_epochs > 1 && epoch_report(r, epoch))
+            return 1;
     }
-    double elapsed = mf_time() - t0;
-    if (o->profile && mf_rank() == 0) print_profile(elapsed);
-    double test_loss = NAN, test_acc = NAN;
-    if (o->eval && evaluate(r, &test_loss, &test_acc) != MF_OK) return report("evaluation", 1);
-    if (mf_rank() == 0) {
-        printf("final test_accuracy=%.4f test_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f "
-               "time_s=%.1f samples_per_sec=%.0f\n",
-               test_acc, test_loss, sum_loss / (double)r->total_steps, last_loss, (long long)r->total_steps,
-               (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
-               (double)(r->total_steps * o->batch_size) / elapsed);
-        fflush(stdout);
-    }
-    return 0;
+    return final_report(r, &m);
 }
 
 static void cleanup(run *r)

@@ -10,6 +10,12 @@
 # prefetch data.
 #   bench/run.sh [ROUNDS]        (from the build directory, after make)
 set -u
+case "${1:-}" in
+-h | --help)
+    sed -n '2,10s/^# \{0,1\}//p' "$0"
+    exit 0
+    ;;
+esac
 rounds=${1:-3}
 here=$(dirname "$0")
 tmp=$(mktemp -d)
