@@ -94,8 +94,6 @@ typedef struct mfi_backend {
     const char *name;
     mf_device_type device;
 
-    void *(*raw_alloc)(size_t nbytes);
-    void (*raw_free)(void *p);
     void (*set_threads)(int n);
 
     /* memory and random */
@@ -132,7 +130,7 @@ typedef struct mfi_backend {
     mf_status (*maxpool2d_bwd)(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *idx);
     mf_status (*avgpool2d_fwd)(const mfi_pool2d *p, mfi_cv *out, mfi_cv *x);
     mf_status (*avgpool2d_bwd)(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy);
-    /* normalisation: weight/bias/running stats may have data NULL */
+    /* normalisation: weight, bias and the running statistics may be NULL */
     mf_status (*batchnorm_fwd)(const mfi_bnorm *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *b,
                                mfi_cv *rmean, mfi_cv *rvar, mfi_cv *smean, mfi_cv *sinvstd);
     mf_status (*batchnorm_bwd)(const mfi_bnorm *p, mfi_cv *gx, mfi_cv *gw, mfi_cv *gb, mfi_cv *gy,

@@ -160,7 +160,6 @@ mf_status mfi_check_input(const char *op, const char *what, const mf_tensor *t);
 mf_status mfi_node_attach(mfi_call *c, const void *attrs, size_t attrs_size, mf_tensor *out);
 void mfi_node_release(struct mfi_node *n);
 void mfi_call_free_saved(mfi_call *c);
-bool mfi_tensor_needs_grad(const mf_tensor *t);
 
 /* t itself (new reference) if contiguous, else a contiguous copy; never
  * recorded. */

@@ -248,8 +248,8 @@ static mf_tensor *random_tensor(mf_dtype dt, int ndim, const int64_t *shape, mfi
     mfi_view v = mfi_view_of(t);
     mf_status st;
     const mfi_backend *be = mfi_backend_of(t);
-    MFI_KERNEL(st, MF_PROF_OTHER, be, philox_fill, &v, d, d == MFI_DIST_UNIFORM ? 0.0 : 0.0, 1.0,
-               mf_seed(), mfi_rng_next_key(), 0);
+    /* U[0, 1) or N(0, 1) */
+    MFI_KERNEL(st, MF_PROF_OTHER, be, philox_fill, &v, d, 0.0, 1.0, mf_seed(), mfi_rng_next_key(), 0);
     if (st != MF_OK) {
         mf_tensor_destroy(t);
         return NULL;
@@ -460,5 +460,3 @@ mf_status mf_tensor_set_grad(mf_tensor *t, mf_tensor *grad)
 }
 
 mf_tensor *mf_tensor_detach(mf_tensor *t) { return mfi_tensor_alias(t); }
-
-bool mfi_tensor_needs_grad(const mf_tensor *t) { return t->requires_grad; }

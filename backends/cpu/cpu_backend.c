@@ -1,6 +1,7 @@
 /*
  * backends/cpu/cpu_backend.c - the CPU backend table: OpenBLAS for GEMM,
- * OpenMP loops for everything else, the caching allocator for memory.
+ * OpenMP loops for everything else. Storage comes from the core's
+ * caching allocator (lib/alloc.c).
  */
 #include <cblas.h>
 #include <stdlib.h>
@@ -8,12 +9,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-
-static void *cpu_raw_alloc(size_t n)
-{
-    void *p = NULL;
-    return posix_memalign(&p, 64, n ? n : 1) == 0 ? p : NULL;
-}
 
 static void cpu_set_threads(int n)
 {
@@ -26,8 +21,6 @@ static void cpu_set_threads(int n)
 const mfi_backend mfi_cpu_backend = {
     .name = "cpu",
     .device = MF_DEV_CPU,
-    .raw_alloc = cpu_raw_alloc,
-    .raw_free = free,
     .set_threads = cpu_set_threads,
     .fill = mf_cpu_fill,
     .copy = mf_cpu_copy,
