@@ -214,7 +214,7 @@ static mf_status leaf_done(mf_tensor *leaf, mf_tensor *g)
 {
     mf_status st = MF_OK;
     if (g) st = accumulate(&leaf->grad, g, true);
-    if (--leaf->bw_pending == 0 && ready_hook && st == MF_OK) ready_hook(leaf, ready_user);
+    if (--leaf->bw_pending == 0 && ready_hook && st == MF_OK && leaf->grad) ready_hook(leaf, ready_user);
     return st;
 }
 
