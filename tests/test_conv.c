@@ -138,6 +138,15 @@ START_TEST(pool_forward)
     y = mf_max_pool2d(x, &q);
     ck_expect(y, 0, MF_DIMS(1, 1, 2, 2), 6, 8, 14, 16);
     mf_tensor_destroy(y);
+    /* a NaN anywhere in a window comes out, on the 2x2 fast path too */
+    for (int at = 0; at < 4; at++) {
+        float v[4] = {1, 2, 3, 4};
+        v[at] = NAN;
+        mf_tensor *n = mf_from_data(MF_F32, MF_DIMS(1, 1, 2, 2), v), *m = mf_max_pool2d(n, &p);
+        ck_assert_msg(isnan(mf_tensor_item(m)), "NaN at %d was dropped", at);
+        mf_tensor_destroy(n);
+        mf_tensor_destroy(m);
+    }
     y = mf_adaptive_avg_pool2d(x, 1, 1);
     ck_expect(y, 1e-6, MF_DIMS(1, 1, 1, 1), 8.5);
     mf_tensor_destroy(y);

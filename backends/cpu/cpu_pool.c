@@ -84,10 +84,11 @@ static inline int32_t sel_i32(int c, int32_t a, int32_t b)
             int32_t *irow = ix + oh * OW, base = (int32_t)(2 * oh * W);                \
             for (int64_t ow = 0; ow < OW; ow++) {                                      \
                 T v0 = r0[2 * ow], v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1]; \
-                int c01 = v1 > v0, c23 = v3 > v2;                                      \
+                /* a NaN wins, as on the general path and in PyTorch */             \
+                int c01 = (v1 > v0) | (v1 != v1), c23 = (v3 > v2) | (v3 != v3);        \
                 T m01 = sel_##SFX(c01, v1, v0), m23 = sel_##SFX(c23, v3, v2);          \
                 int32_t k01 = c01, k23 = (int32_t)W + c23;                             \
-                int c = m23 > m01;                                                     \
+                int c = (m23 > m01) | (m23 != m23);                                    \
                 orow[ow] = sel_##SFX(c, m23, m01);                                     \
                 irow[ow] = base + 2 * (int32_t)ow + sel_i32(c, k23, k01);              \
             }                                                                          \
