@@ -9,7 +9,7 @@
 static int init_count;
 static bool mpi_started;
 static int nthreads = 1;
-static int ncores = 1;
+static int ncores;   /* 0 until measured */
 static mf_log_level log_level = MF_LOG_INFO;
 
 static int default_threads(void)
@@ -55,6 +55,7 @@ mf_status mf_finalize(void)
     if (--init_count > 0) return MF_OK;
     mfi_alloc_shutdown();
     mfi_comm_world_teardown();
+    ncores = 0;
     mf_status st = MF_OK;
     if (mpi_started) st = mfi_mpi_finalize();
     mpi_started = false;
@@ -69,7 +70,7 @@ int mf_local_size(void) { return mfi_comm_node_size(); }
 
 mf_status mf_set_threads(int n)
 {
-    ncores = default_threads();
+    if (ncores == 0) ncores = default_threads();   /* hwloc loads the topology: once */
     if (n <= 0) n = ncores;
     nthreads = n;
     if (mfi_cpu_backend.set_threads) mfi_cpu_backend.set_threads(n);
@@ -77,7 +78,7 @@ mf_status mf_set_threads(int n)
 }
 
 int mf_threads(void) { return nthreads; }
-int mf_cores(void) { return ncores; }
+int mf_cores(void) { return ncores > 0 ? ncores : 1; }
 
 /* ---------------------------------------------------------------- logging */
 void mf_log_set_level(mf_log_level level) { log_level = level; }

@@ -31,6 +31,24 @@ static int conv_thread(void)
 #endif
 }
 
+/* One group's GEMM sizes per image (K = C/g*KH*KW, L = OH*OW) and the
+ * threads the images are spread over. */
+typedef struct conv_dims {
+    int64_t cg, ocg, K, L;
+    int nt;
+} conv_dims;
+
+static conv_dims conv_dims_of(const mfi_conv2d *p)
+{
+    conv_dims d;
+    d.cg = p->c / p->groups;
+    d.ocg = p->oc / p->groups;
+    d.K = d.cg * p->kh * p->kw;
+    d.L = p->oh * p->ow;
+    d.nt = conv_threads(p->n);
+    return d;
+}
+
 #define T float
 #define SFX f32
 #define GEMM_T cblas_sgemm

@@ -89,23 +89,22 @@ static T *FN(scratch)(int nt, int64_t per, size_t *bytes)
 
 static mf_status FN(conv_fwd)(const mfi_conv2d *p, T *y, const T *x, const T *w, const T *bias)
 {
-    const int64_t cg = p->c / p->groups, ocg = p->oc / p->groups, K = cg * p->kh * p->kw, L = p->oh * p->ow;
-    const int nt = conv_threads(p->n);
+    const conv_dims d = conv_dims_of(p);
     size_t bytes;
-    T *cols = FN(scratch)(nt, K * L, &bytes);
+    T *cols = FN(scratch)(d.nt, d.K * d.L, &bytes);
     if (!cols) MF_FAIL(MF_ERR_NOMEM, "conv2d: out of memory for a %zu-byte workspace", bytes);
-    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    #pragma omp parallel for num_threads(d.nt) schedule(static) if (d.nt > 1)
     for (int64_t n = 0; n < p->n; n++) {
-        T *col = cols + (int64_t)conv_thread() * K * L;
+        T *col = cols + (int64_t)conv_thread() * d.K * d.L;
         for (int g = 0; g < p->groups; g++) {
-            FN(im2col)(p, x, n, g * cg, cg, col);
-            T *out = y + (n * p->oc + g * ocg) * L;
-            GEMM_T(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)ocg, (int)L, (int)K, 1, w + g * ocg * K, (int)K,
-                   col, (int)L, 0, out, (int)L);
+            FN(im2col)(p, x, n, g * d.cg, d.cg, col);
+            T *out = y + (n * p->oc + g * d.ocg) * d.L;
+            GEMM_T(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d.ocg, (int)d.L, (int)d.K, 1, w + g * d.ocg * d.K, (int)d.K,
+                   col, (int)d.L, 0, out, (int)d.L);
             if (bias)
-                for (int64_t o = 0; o < ocg; o++) {
-                    T b = bias[g * ocg + o], *row = out + o * L;
-                    for (int64_t i = 0; i < L; i++) row[i] += b;
+                for (int64_t o = 0; o < d.ocg; o++) {
+                    T b = bias[g * d.ocg + o], *row = out + o * d.L;
+                    for (int64_t i = 0; i < d.L; i++) row[i] += b;
                 }
         }
     }
@@ -115,19 +114,18 @@ static mf_status FN(conv_fwd)(const mfi_conv2d *p, T *y, const T *x, const T *w,
 
 static mf_status FN(conv_bwd_data)(const mfi_conv2d *p, T *gx, const T *gy, const T *w)
 {
-    const int64_t cg = p->c / p->groups, ocg = p->oc / p->groups, K = cg * p->kh * p->kw, L = p->oh * p->ow;
-    const int nt = conv_threads(p->n);
+    const conv_dims d = conv_dims_of(p);
     size_t bytes;
-    T *cols = FN(scratch)(nt, K * L, &bytes);
+    T *cols = FN(scratch)(d.nt, d.K * d.L, &bytes);
     if (!cols) MF_FAIL(MF_ERR_NOMEM, "conv2d backward: out of memory for a %zu-byte workspace", bytes);
-    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    #pragma omp parallel for num_threads(d.nt) schedule(static) if (d.nt > 1)
     for (int64_t n = 0; n < p->n; n++) {
-        T *col = cols + (int64_t)conv_thread() * K * L;
+        T *col = cols + (int64_t)conv_thread() * d.K * d.L;
         memset(gx + n * p->c * p->h * p->w, 0, (size_t)(p->c * p->h * p->w) * sizeof(T));
         for (int g = 0; g < p->groups; g++) {
-            GEMM_T(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)L, (int)ocg, 1, w + g * ocg * K, (int)K,
-                   gy + (n * p->oc + g * ocg) * L, (int)L, 0, col, (int)L);
-            FN(col2im)(p, col, n, g * cg, cg, gx);
+            GEMM_T(CblasRowMajor, CblasTrans, CblasNoTrans, (int)d.K, (int)d.L, (int)d.ocg, 1, w + g * d.ocg * d.K, (int)d.K,
+                   gy + (n * p->oc + g * d.ocg) * d.L, (int)d.L, 0, col, (int)d.L);
+            FN(col2im)(p, col, n, g * d.cg, d.cg, gx);
         }
     }
     mfi_free(cols, bytes);
@@ -136,34 +134,33 @@ static mf_status FN(conv_bwd_data)(const mfi_conv2d *p, T *gx, const T *gy, cons
 
 static mf_status FN(conv_bwd_filter)(const mfi_conv2d *p, T *gw, const T *gy, const T *x)
 {
-    const int64_t cg = p->c / p->groups, ocg = p->oc / p->groups, K = cg * p->kh * p->kw, L = p->oh * p->ow;
-    const int64_t wsz = p->oc * K;
-    const int nt = conv_threads(p->n);
+    const conv_dims d = conv_dims_of(p);
+    const int64_t wsz = p->oc * d.K;
     size_t bytes, pbytes;
-    T *cols = FN(scratch)(nt, K * L, &bytes);
+    T *cols = FN(scratch)(d.nt, d.K * d.L, &bytes);
     /* thread 0 accumulates into gw itself, the others into partials */
-    T *part = nt > 1 ? FN(scratch)(nt - 1, wsz, &pbytes) : NULL;
-    if (!cols || (nt > 1 && !part)) {
+    T *part = d.nt > 1 ? FN(scratch)(d.nt - 1, wsz, &pbytes) : NULL;
+    if (!cols || (d.nt > 1 && !part)) {
         mfi_free(cols, bytes);
         if (part) mfi_free(part, pbytes);
         MF_FAIL(MF_ERR_NOMEM, "conv2d backward: out of memory for a workspace");
     }
-    #pragma omp parallel num_threads(nt) if (nt > 1)
+    #pragma omp parallel num_threads(d.nt) if (d.nt > 1)
     {
         int t = conv_thread();
         T *acc = t == 0 ? gw : part + (int64_t)(t - 1) * wsz;
-        T *col = cols + (int64_t)t * K * L;
+        T *col = cols + (int64_t)t * d.K * d.L;
         memset(acc, 0, (size_t)wsz * sizeof(T));
         #pragma omp for schedule(static)
         for (int64_t n = 0; n < p->n; n++) {
             for (int g = 0; g < p->groups; g++) {
-                FN(im2col)(p, x, n, g * cg, cg, col);
-                GEMM_T(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ocg, (int)K, (int)L, 1,
-                       gy + (n * p->oc + g * ocg) * L, (int)L, col, (int)L, 1, acc + g * ocg * K, (int)K);
+                FN(im2col)(p, x, n, g * d.cg, d.cg, col);
+                GEMM_T(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d.ocg, (int)d.K, (int)d.L, 1,
+                       gy + (n * p->oc + g * d.ocg) * d.L, (int)d.L, col, (int)d.L, 1, acc + g * d.ocg * d.K, (int)d.K);
             }
         }
     }
-    for (int t = 1; t < nt; t++) {
+    for (int t = 1; t < d.nt; t++) {
         const T *src = part + (int64_t)(t - 1) * wsz;
         for (int64_t i = 0; i < wsz; i++) gw[i] += src[i];
     }
