@@ -9,13 +9,16 @@
 #include <string.h>
 #include <mpi.h>
 #include "collectives/comm.h"
+#include "collectives/coll_internal.h"
 #include "lib/error.h"
 
 static MPI_Comm world = MPI_COMM_NULL;
 static MPI_Comm node = MPI_COMM_NULL;
 static int world_rank, world_size = 1, node_rank, node_size = 1;
 
-static mf_status mpi_fail(int rc, const char *what)
+static mf_comm world_comm = {MPI_COMM_NULL, 0, 1, false};
+
+mf_status mfi_mpi_fail(int rc, const char *what)
 {
     char s[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -23,11 +26,7 @@ static mf_status mpi_fail(int rc, const char *what)
     return mfi_error(MF_ERR_MPI, "%s failed: %s", what, s);
 }
 
-#define MPI_TRY(call)                                   \
-    do {                                                \
-        int mpi_rc_ = (call);                           \
-        if (mpi_rc_ != MPI_SUCCESS) return mpi_fail(mpi_rc_, #call); \
-    } while (0)
+#define MPI_TRY MFI_MPI_TRY
 
 mf_status mfi_mpi_init(int *argc, char ***argv, bool *started)
 {
@@ -39,7 +38,7 @@ mf_status mfi_mpi_init(int *argc, char ***argv, bool *started)
     if (inited) return MF_OK;
     int provided;
     int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Init_thread");
+    if (rc != MPI_SUCCESS) return mfi_mpi_fail(rc, "MPI_Init_thread");
     *started = true;
     return MF_OK;
 }
@@ -61,13 +60,17 @@ mf_status mfi_comm_world_setup(void)
     MPI_TRY(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN));
     MPI_TRY(MPI_Comm_rank(node, &node_rank));
     MPI_TRY(MPI_Comm_size(node, &node_size));
+    world_comm = (mf_comm){world, world_rank, world_size, false};
     return MF_OK;
 }
+
+mf_comm *mfi_comm_world(void) { return &world_comm; }
 
 void mfi_comm_world_teardown(void)
 {
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
+    world_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false};
     world_rank = node_rank = 0;
     world_size = node_size = 1;
 }

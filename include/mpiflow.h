@@ -11,6 +11,7 @@
 #include "mpiflow/status.h"
 #include "mpiflow/runtime.h"
 #include "mpiflow/tensor.h"
+#include "mpiflow/global.h"
 #include "mpiflow/ops.h"
 #include "mpiflow/autograd.h"
 #include "mpiflow/nn.h"

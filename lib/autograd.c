@@ -214,6 +214,7 @@ static mf_status leaf_done(mf_tensor *leaf, mf_tensor *g)
 {
     mf_status st = MF_OK;
     if (g) st = accumulate(&leaf->grad, g, true);
+    leaf->grad_synced = false;
     if (--leaf->bw_pending == 0 && ready_hook && st == MF_OK && leaf->grad) ready_hook(leaf, ready_user);
     return st;
 }
@@ -263,6 +264,7 @@ static mf_status run_node(mfi_node *nd, bool retain)
 mf_status mf_backward_ex(mf_tensor *out, mf_tensor *grad, bool retain_graph)
 {
     MF_TRY(mfi_check_input("mf_backward", "the output", out));
+    if (out->global) return mfi_global_backward(out, grad, retain_graph);
     if (!out->requires_grad)
         MF_FAIL(MF_ERR_STATE, "mf_backward: the tensor does not require grad (no input of its graph "
                 "requires grad, or it was computed in no-grad mode)");

@@ -44,7 +44,22 @@ struct mf_tensor {
     char *name;
     struct mfi_global *global;     /* placement and SBP: the global-tensor layer */
     int bw_pending;                /* backward: gradient contributions still to come */
+    bool grad_synced;              /* grad already has the global parameter's own SBP */
 };
+
+/* ------------------------------------------- hooks into lib/global/ */
+/* What the local-tensor API does with a global tensor (t->global set). */
+void mfi_global_free(struct mfi_global *g);
+void mfi_global_teardown(void);   /* mf_finalize: drops the placements */
+double mfi_global_item(const mf_tensor *t);
+mf_status mfi_global_copy_out(const mf_tensor *t, mf_dtype dt, void *dst, int64_t count);
+void mfi_global_print(const mf_tensor *t, FILE *f, int max_elems);
+mf_tensor *mfi_global_grad(mf_tensor *t);
+mf_status mfi_global_set_grad(mf_tensor *t, mf_tensor *grad);
+mf_status mfi_global_backward(mf_tensor *out, mf_tensor *grad, bool retain);
+mf_tensor *mfi_global_detach(mf_tensor *t);
+bool mfi_global_is_leaf(const mf_tensor *t);
+mf_status mfi_global_set_requires_grad(mf_tensor *t, bool on);
 
 /* A new contiguous tensor with uninitialised values. */
 mf_tensor *mfi_tensor_new(mf_dtype dt, int ndim, const int64_t *shape);
@@ -125,6 +140,19 @@ enum {
     MFI_OP_NO_GRAD = 2        /* never recorded (comparisons, argmax) */
 };
 
+/* A block of a global tensor: [start, start+count) per axis. */
+typedef struct mfi_box {
+    int64_t start[MF_MAX_DIMS];
+    int64_t count[MF_MAX_DIMS];
+} mfi_box;
+
+/* One SBP signature of an op along one mesh dimension (DESIGN 4). */
+#define MFI_SIG_MAX_IN 6
+typedef struct mfi_sig {
+    mf_sbp in[MFI_SIG_MAX_IN];
+    mf_sbp out;
+} mfi_sig;
+
 typedef struct mfi_op {
     const char *name;
     int flags;
@@ -135,12 +163,37 @@ typedef struct mfi_op {
     /* gx[i] (new references) for inputs with needs_grad[i]; runs with
      * grad mode off and may use any mf_ op. */
     mf_status (*backward)(mfi_call *c, mf_tensor *gy, mf_tensor **gx);
+    /* Global tensors: the signatures the op accepts for c's global metas
+     * and attrs, best first, at most cap; all-B is added by the caller.
+     * NULL: all-B only (every rank computes the whole op). */
+    int (*sbp)(const mfi_call *c, mfi_sig *sigs, int cap);
+    /* Global tensors: rewrites attrs that depend on the global shape for
+     * this rank's piece; ob is the output block this rank computes. */
+    void (*localize)(const mfi_call *c, void *attrs, const mfi_box *ob);
 } mfi_op;
+
+/* ---- signature helpers for the ops' sbp functions (lib/global/signature.c) */
+static inline mf_sbp mfi_S(int a) { return (mf_sbp){MF_SBP_S, a}; }
+static inline mf_sbp mfi_B(void) { return (mf_sbp){MF_SBP_B, 0}; }
+static inline mf_sbp mfi_P(void) { return (mf_sbp){MF_SBP_P, 0}; }
+/* Appends a signature of n inputs if there is room; returns the count. */
+int mfi_sig_add(mfi_sig *sigs, int n, int cap, int n_in, const mf_sbp *in, mf_sbp out);
+/* Elementwise with broadcasting: each output axis split, the inputs
+ * split on the matching axis or B where they broadcast. partial: 1 all
+ * inputs P -> P (add, sub); 2 one input P and the others B -> P (mul, and
+ * the first input of div); 0 none. */
+int mfi_sig_elementwise(const mfi_call *c, mfi_sig *sigs, int cap, int partial);
+/* Output block -> the global index of its first element, for ops whose
+ * random streams follow the global element index (valid for row blocks). */
+int64_t mfi_box_first_index(const mfi_meta *gm, const mfi_box *b);
 
 /* Runs op on inputs (borrowed) and records it if needed. attrs (of
  * attrs_size bytes) is copied. Returns a new reference or NULL. */
 mf_tensor *mfi_apply(const mfi_op *op, int n_in, mf_tensor *const *in, const void *attrs,
                      size_t attrs_size);
+/* The same for ops with a global input (lib/global/apply.c). */
+mf_tensor *mfi_global_apply(const mfi_op *op, int n_in, mf_tensor *const *in, const void *attrs,
+                            size_t attrs_size);
 /* In forward: keeps t (as a detached alias) for backward. */
 mf_status mfi_save(mfi_call *c, mf_tensor *t);
 /* In backward: saved tensor i (borrowed), or NULL with an error if it

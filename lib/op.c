@@ -75,6 +75,8 @@ void mfi_call_free_saved(mfi_call *c)
 mf_tensor *mfi_apply(const mfi_op *op, int n_in, mf_tensor *const *in, const void *attrs,
                      size_t attrs_size)
 {
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && in[i]->global) return mfi_global_apply(op, n_in, in, attrs, attrs_size);
     mfi_call c;
     memset(&c, 0, sizeof c);
     c.op = op;

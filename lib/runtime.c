@@ -54,6 +54,7 @@ mf_status mf_finalize(void)
     if (init_count == 0) return MF_OK;
     if (--init_count > 0) return MF_OK;
     mfi_alloc_shutdown();
+    mfi_global_teardown();
     mfi_comm_world_teardown();
     ncores = 0;
     mf_status st = MF_OK;

@@ -151,6 +151,7 @@ mf_tensor *mf_tensor_retain(mf_tensor *t)
 void mf_tensor_destroy(mf_tensor *t)
 {
     if (!t || --t->refcount > 0) return;
+    mfi_global_free(t->global);
     storage_release(t->storage);
     mf_tensor_destroy(t->grad);
     if (t->grad_fn) mfi_node_release(t->grad_fn);
@@ -315,6 +316,7 @@ void *mf_tensor_data(mf_tensor *t)
 
 mf_status mf_tensor_copy_out(const mf_tensor *t, mf_dtype dt, void *dst, int64_t count)
 {
+    if (t->global) return mfi_global_copy_out(t, dt, dst, count);
     if (count != mf_tensor_numel(t))
         MF_FAIL(MF_ERR_ARG, "mf_tensor_copy_out: count %lld but the tensor has %lld elements",
                 (long long)count, (long long)mf_tensor_numel(t));
@@ -372,6 +374,11 @@ static mf_status index_offset(const char *fn, const mf_tensor *t, const int64_t 
 double mf_tensor_get(const mf_tensor *t, const int64_t *index)
 {
     int64_t off = 0;
+    if (t->global) {
+        mfi_error(MF_ERR_ARG, "mf_tensor_get: the tensor is global; read its piece with mf_to_local or the "
+                  "whole value with mf_global_gather");
+        return NAN;
+    }
     if (index_offset("mf_tensor_get", t, index, &off) != MF_OK) return NAN;
     return load(t, off);
 }
@@ -379,6 +386,8 @@ double mf_tensor_get(const mf_tensor *t, const int64_t *index)
 mf_status mf_tensor_set(mf_tensor *t, const int64_t *index, double v)
 {
     int64_t off = 0;
+    if (t->global)
+        MF_FAIL(MF_ERR_ARG, "mf_tensor_set: the tensor is global; write its piece through mf_to_local");
     MF_TRY(index_offset("mf_tensor_set", t, index, &off));
     char *base = (char *)t->storage->data;
     switch (t->dtype) {
@@ -404,12 +413,17 @@ double mf_tensor_item(const mf_tensor *t)
                   mf_tensor_shape_str(t, b, sizeof b), (long long)mf_tensor_numel(t));
         return NAN;
     }
+    if (t->global) return mfi_global_item(t);
     return load(t, t->offset);
 }
 
 void mf_tensor_print(const mf_tensor *t, FILE *f, int max_elems)
 {
     char b[160];
+    if (t->global) {
+        mfi_global_print(t, f, max_elems);
+        return;
+    }
     int64_t n = mf_tensor_numel(t);
     fprintf(f, "tensor%s%s %s %s", t->name ? " " : "", t->name ? t->name : "",
             mf_dtype_name(t->dtype), mf_tensor_shape_str(t, b, sizeof b));
@@ -436,16 +450,23 @@ mf_status mf_tensor_set_requires_grad(mf_tensor *t, bool on)
     if (on && !mf_dtype_is_float(t->dtype))
         MF_FAIL(MF_ERR_DTYPE, "mf_tensor_set_requires_grad: only float tensors can require grad, not %s",
                 mf_dtype_name(t->dtype));
+    if (t->global) MF_TRY(mfi_global_set_requires_grad(t, on));
     t->requires_grad = on;
     return MF_OK;
 }
 
 bool mf_tensor_requires_grad(const mf_tensor *t) { return t->requires_grad; }
-bool mf_tensor_is_leaf(const mf_tensor *t) { return t->grad_fn == NULL; }
-mf_tensor *mf_tensor_grad(const mf_tensor *t) { return t->grad; }
+bool mf_tensor_is_leaf(const mf_tensor *t)
+{
+    if (t->global) return mfi_global_is_leaf(t);
+    return t->grad_fn == NULL;
+}
+mf_tensor *mf_tensor_grad(const mf_tensor *t) { return t->global ? mfi_global_grad((mf_tensor *)t) : t->grad; }
 
 mf_status mf_tensor_set_grad(mf_tensor *t, mf_tensor *grad)
 {
+    if (t->global) return mfi_global_set_grad(t, grad);
+    t->grad_synced = false;
     if (grad && (grad->dtype != t->dtype || grad->ndim != t->ndim ||
                  memcmp(grad->shape, t->shape, (size_t)t->ndim * sizeof *t->shape))) {
         char a[128], b[128];
@@ -459,4 +480,4 @@ mf_status mf_tensor_set_grad(mf_tensor *t, mf_tensor *grad)
     return MF_OK;
 }
 
-mf_tensor *mf_tensor_detach(mf_tensor *t) { return mfi_tensor_alias(t); }
+mf_tensor *mf_tensor_detach(mf_tensor *t) { return t->global ? mfi_global_detach(t) : mfi_tensor_alias(t); }

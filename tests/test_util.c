@@ -16,8 +16,14 @@ int mf_test_main(int argc, char **argv, Suite *(*make_suite)(void))
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, mf_rank() == 0 ? CK_NORMAL : CK_SILENT);
     int failed = srunner_ntests_failed(sr);
+    if (failed && mf_rank() != 0) {      /* rank 0 printed its own */
+        TestResult **res = srunner_failures(sr);
+        for (int i = 0; i < failed; i++)
+            fprintf(stderr, "[rank %d] %s:%d: %s: %s\n", mf_rank(), tr_lfile(res[i]), tr_lno(res[i]), tr_tcname(res[i]),
+                    tr_msg(res[i]));
+        free(res);
+    }
     srunner_free(sr);
-    if (failed && mf_world_size() > 1) fprintf(stderr, "[rank %d] %d test(s) failed\n", mf_rank(), failed);
     mf_status agreed = mf_agree(failed ? MF_ERR_STATE : MF_OK);
     mf_finalize();
     return agreed == MF_OK ? 0 : 1;

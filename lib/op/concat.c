@@ -60,7 +60,23 @@ static mf_status concat_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return MF_OK;
 }
 
-static const mfi_op concat_op = {"mf_concat", 0, concat_infer, concat_forward, concat_backward};
+/* all inputs split on one axis other than dim, or all P */
+static int concat_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const concat_attrs *a = c->attrs;
+    int n = 0;
+    mf_sbp in[MFI_SIG_MAX_IN];
+    if (c->n_in > MFI_SIG_MAX_IN) return 0;
+    for (int k = 0; k < c->out_meta.ndim; k++) {
+        if (k == a->dim) continue;
+        for (int i = 0; i < c->n_in; i++) in[i] = mfi_S(k);
+        n = mfi_sig_add(sigs, n, cap, c->n_in, in, mfi_S(k));
+    }
+    for (int i = 0; i < c->n_in; i++) in[i] = mfi_P();
+    return mfi_sig_add(sigs, n, cap, c->n_in, in, mfi_P());
+}
+
+static const mfi_op concat_op = {"mf_concat", 0, concat_infer, concat_forward, concat_backward, concat_sbp, NULL};
 
 mf_tensor *mf_concat(int n, mf_tensor *const *xs, int dim)
 {

@@ -147,8 +147,8 @@ static mf_status cg_forward(mfi_call *c, mf_tensor **out, bool weight)
 static mf_status cgi_forward(mfi_call *c, mf_tensor **out) { return cg_forward(c, out, false); }
 static mf_status cgw_forward(mfi_call *c, mf_tensor **out) { return cg_forward(c, out, true); }
 
-static const mfi_op cgi_op = {"mf_conv2d_grad_input", MFI_OP_NO_GRAD, cgi_infer, cgi_forward, NULL};
-static const mfi_op cgw_op = {"mf_conv2d_grad_weight", MFI_OP_NO_GRAD, cgw_infer, cgw_forward, NULL};
+static const mfi_op cgi_op = {"mf_conv2d_grad_input", MFI_OP_NO_GRAD, cgi_infer, cgi_forward, NULL, NULL, NULL};
+static const mfi_op cgw_op = {"mf_conv2d_grad_weight", MFI_OP_NO_GRAD, cgw_infer, cgw_forward, NULL, NULL, NULL};
 
 static mf_status conv_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 {
@@ -174,7 +174,24 @@ static mf_status conv_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return MF_OK;
 }
 
-static const mfi_op conv_op = {"mf_conv2d", 0, conv_infer, conv_forward, conv_backward};
+/* batch split (data parallel); with one group also output channels
+ * (weight S(0)) and input channels (x S(1), weight S(1), bias once) */
+static int conv_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const conv_attrs *a = c->attrs;
+    mf_sbp in[3] = {mfi_S(0), mfi_B(), mfi_B()};
+    int n = mfi_sig_add(sigs, 0, cap, 3, in, mfi_S(0));
+    if (a->p.groups == 1) {
+        in[0] = mfi_B(), in[1] = mfi_S(0), in[2] = mfi_S(0);
+        n = mfi_sig_add(sigs, n, cap, 3, in, mfi_S(1));
+        in[0] = mfi_S(1), in[1] = mfi_S(1), in[2] = mfi_P();
+        n = mfi_sig_add(sigs, n, cap, 3, in, mfi_P());
+    }
+    in[0] = mfi_P(), in[1] = mfi_B(), in[2] = mfi_P();
+    return mfi_sig_add(sigs, n, cap, 3, in, mfi_P());
+}
+
+static const mfi_op conv_op = {"mf_conv2d", 0, conv_infer, conv_forward, conv_backward, conv_sbp, NULL};
 
 mf_tensor *mf_conv2d(mf_tensor *x, mf_tensor *weight, mf_tensor *bias, const mf_conv2d_params *p)
 {

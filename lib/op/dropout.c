@@ -11,6 +11,7 @@
 typedef struct drop_attrs {
     double p;
     uint64_t key;
+    int64_t index0;      /* global index of the first element (global tensors) */
 } drop_attrs;
 
 static mf_status drop_infer(mfi_call *c, mfi_meta *out)
@@ -29,7 +30,8 @@ static mf_status drop_forward(mfi_call *c, mf_tensor **out)
     mf_status st = MF_OK;
     if (!mask) MF_TRY_OUT(mf_last_status());
     mfi_view vo = mfi_view_of(*out), vm = mfi_view_of(mask), vx = mfi_view_of(x);
-    MFI_KERNEL(st, MF_PROF_ELEMENTWISE, mfi_backend_of(x), dropout_fwd, &vo, &vm, &vx, a->p, mf_seed(), a->key, 0);
+    MFI_KERNEL(st, MF_PROF_ELEMENTWISE, mfi_backend_of(x), dropout_fwd, &vo, &vm, &vx, a->p, mf_seed(), a->key,
+               (uint64_t)a->index0);
     MF_TRY_OUT(st);
     MF_TRY_OUT(mfi_save(c, mask));
 out:
@@ -46,7 +48,21 @@ static mf_status drop_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return gx[0] ? MF_OK : mf_last_status();
 }
 
-static const mfi_op drop_op = {"mf_dropout", 0, drop_infer, drop_forward, drop_backward};
+/* row blocks only: the mask follows the global element index, which
+ * is the local index plus the block's first index for S(0) */
+static int drop_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    mf_sbp in = mfi_S(0);
+    return c->in_meta[0].ndim ? mfi_sig_add(sigs, 0, cap, 1, &in, mfi_S(0)) : 0;
+}
+
+static void drop_localize(const mfi_call *c, void *attrs, const mfi_box *ob)
+{
+    drop_attrs *a = attrs;
+    a->index0 = mfi_box_first_index(&c->out_meta, ob);
+}
+
+static const mfi_op drop_op = {"mf_dropout", 0, drop_infer, drop_forward, drop_backward, drop_sbp, drop_localize};
 
 mf_tensor *mf_dropout(mf_tensor *x, double p, bool training)
 {
@@ -62,6 +78,6 @@ mf_tensor *mf_dropout(mf_tensor *x, double p, bool training)
         mf_tensor_destroy(z);
         return y;
     }
-    drop_attrs a = {p, mfi_rng_next_key()};
+    drop_attrs a = {p, mfi_rng_next_key(), 0};
     return mfi_apply(&drop_op, 1, &x, &a, sizeof a);
 }

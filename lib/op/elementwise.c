@@ -167,8 +167,24 @@ static mf_status bin_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     }
 }
 
-#define BIN_OP(name) {name, 0, bin_infer, bin_forward, bin_backward}
-#define CMP_OP(name) {name, MFI_OP_NO_GRAD, bin_infer, bin_forward, NULL}
+/* add/sub keep P+P; mul keeps P*B and B*P; div keeps P/B */
+static int bin_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const bin_attrs *a = c->attrs;
+    switch (a->op) {
+    case MFI_BIN_ADD: case MFI_BIN_SUB: return mfi_sig_elementwise(c, sigs, cap, 1);
+    case MFI_BIN_MUL: return mfi_sig_elementwise(c, sigs, cap, 2);
+    case MFI_BIN_DIV: {
+        int n = mfi_sig_elementwise(c, sigs, cap, 0);
+        mf_sbp in[2] = {mfi_P(), mfi_B()};
+        return mfi_sig_add(sigs, n, cap, 2, in, mfi_P());
+    }
+    default: return mfi_sig_elementwise(c, sigs, cap, 0);
+    }
+}
+
+#define BIN_OP(name) {name, 0, bin_infer, bin_forward, bin_backward, bin_sbp, NULL}
+#define CMP_OP(name) {name, MFI_OP_NO_GRAD, bin_infer, bin_forward, NULL, bin_sbp, NULL}
 static const mfi_op bin_ops[MFI_BIN_COUNT] = {
     BIN_OP("mf_add"), BIN_OP("mf_sub"), BIN_OP("mf_mul"), BIN_OP("mf_div"), BIN_OP("mf_maximum"),
     CMP_OP("mf_eq"), CMP_OP("mf_gt"), CMP_OP("mf_lt")};
@@ -239,7 +255,14 @@ static mf_status un_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return gx[0] ? MF_OK : mf_last_status();
 }
 
-#define UN_OP(name) {name, 0, un_infer, un_forward, un_backward}
+/* S and B for all; P too for the linear ones */
+static int un_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const un_attrs *a = c->attrs;
+    return mfi_sig_elementwise(c, sigs, cap, a->op == MFI_UN_NEG || a->op == MFI_UN_SCALE);
+}
+
+#define UN_OP(name) {name, 0, un_infer, un_forward, un_backward, un_sbp, NULL}
 static const mfi_op un_ops[MFI_UN_COUNT] = {
     UN_OP("mf_neg"), UN_OP("mf_scale"), UN_OP("mf_add_scalar"), UN_OP("mf_pow"), UN_OP("mf_exp"),
     UN_OP("mf_log"), UN_OP("mf_sqrt"), UN_OP("mf_abs"), UN_OP("mf_relu"), UN_OP("mf_gelu"),
@@ -292,7 +315,7 @@ out:
     return st;
 }
 
-static const mfi_op ug_op = {"mf_unary_grad", MFI_OP_NO_GRAD, ug_infer, ug_forward, NULL};
+static const mfi_op ug_op = {"mf_unary_grad", MFI_OP_NO_GRAD, ug_infer, ug_forward, NULL, NULL, NULL};
 
 mf_tensor *mfi_unary_grad(mfi_unop op, mf_tensor *gy, mf_tensor *x, mf_tensor *y, double alpha)
 {

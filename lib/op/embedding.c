@@ -58,7 +58,21 @@ out:
     return MF_OK;
 }
 
-static const mfi_op emb_op = {"mf_embedding", 0, emb_infer, emb_forward, emb_backward};
+/* indices split on any axis with the table B; or the table split on the
+ * embedding dimension, giving the output's last axis */
+static int emb_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    int n = 0, ni = c->in_meta[1].ndim;
+    mf_sbp in[2];
+    for (int i = 0; i < ni; i++) {
+        in[0] = mfi_B(), in[1] = mfi_S(i);
+        n = mfi_sig_add(sigs, n, cap, 2, in, mfi_S(i));
+    }
+    in[0] = mfi_S(1), in[1] = mfi_B();
+    return mfi_sig_add(sigs, n, cap, 2, in, mfi_S(ni));
+}
+
+static const mfi_op emb_op = {"mf_embedding", 0, emb_infer, emb_forward, emb_backward, emb_sbp, NULL};
 
 mf_tensor *mf_embedding(mf_tensor *weight, mf_tensor *index)
 {

@@ -11,6 +11,7 @@
 typedef struct loss_attrs {
     mf_reduction r;
     bool fused;          /* cross entropy: input holds logits */
+    int64_t count;       /* mean: the divisor; 0 = N here */
 } loss_attrs;
 
 static mf_status loss_infer(mfi_call *c, mfi_meta *out)
@@ -68,7 +69,7 @@ static mf_status loss_forward(mfi_call *c, mf_tensor **out)
         MF_TRY_OUT(st);
         if (a->r == MF_REDUCTION_MEAN)
             MFI_KERNEL(st, MF_PROF_REDUCE, be, unary_fwd, MFI_UN_SCALE, &vo, &vo,
-                       x->shape[0] ? 1.0 / (double)x->shape[0] : NAN);
+                       a->count ? 1.0 / (double)a->count : x->shape[0] ? 1.0 / (double)x->shape[0] : NAN);
         MF_TRY_OUT(st);
     }
     if (a->fused) MF_TRY_OUT(mfi_save(c, logp));
@@ -112,7 +113,7 @@ static mf_status lossg_forward(mfi_call *c, mf_tensor **out)
     return st;
 }
 
-static const mfi_op lossg_op = {"mf_loss_grad", MFI_OP_NO_GRAD, lossg_infer, lossg_forward, NULL};
+static const mfi_op lossg_op = {"mf_loss_grad", MFI_OP_NO_GRAD, lossg_infer, lossg_forward, NULL, NULL, NULL};
 
 static mf_status loss_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 {
@@ -125,7 +126,8 @@ static mf_status loss_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     if (a->r == MF_REDUCTION_NONE) {
         g = mf_tensor_retain(gy);
     } else {
-        mf_tensor *s = a->r == MF_REDUCTION_MEAN ? mf_scale(gy, x->shape[0] ? 1.0 / (double)x->shape[0] : 0.0)
+        int64_t cnt = a->count ? a->count : x->shape[0];
+        mf_tensor *s = a->r == MF_REDUCTION_MEAN ? mf_scale(gy, cnt ? 1.0 / (double)cnt : 0.0)
                                                  : mf_tensor_retain(gy);
         g = s ? mf_expand(s, 1, x->shape) : NULL;
         mf_tensor_destroy(s);
@@ -138,8 +140,24 @@ static mf_status loss_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return gx[0] ? MF_OK : mf_last_status();
 }
 
-static const mfi_op xent_op = {"mf_cross_entropy", 0, loss_infer, loss_forward, loss_backward};
-static const mfi_op nll_op = {"mf_nll_loss", 0, loss_infer, loss_forward, loss_backward};
+/* samples split: a reduced loss is then the sum of per-rank partials */
+static int loss_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const loss_attrs *a = c->attrs;
+    mf_sbp in[2] = {mfi_S(0), mfi_S(0)};
+    return mfi_sig_add(sigs, 0, cap, 2, in, a->r == MF_REDUCTION_NONE ? mfi_S(0) : mfi_P());
+}
+
+static void loss_localize(const mfi_call *c, void *attrs, const mfi_box *ob)
+{
+    loss_attrs *a = attrs;
+    (void)ob;
+    a->count = c->in_meta[0].shape[0];
+}
+
+static const mfi_op xent_op = {"mf_cross_entropy", 0, loss_infer, loss_forward, loss_backward, loss_sbp,
+                               loss_localize};
+static const mfi_op nll_op = {"mf_nll_loss", 0, loss_infer, loss_forward, loss_backward, loss_sbp, loss_localize};
 
 static mf_tensor *class_loss(const mfi_op *op, mf_tensor *x, mf_tensor *target, mf_reduction r, bool fused)
 {
@@ -149,7 +167,7 @@ static mf_tensor *class_loss(const mfi_op *op, mf_tensor *x, mf_tensor *target, 
         mfi_error(MF_ERR_ARG, "%s: unknown reduction %d", op->name, (int)r);
         return NULL;
     }
-    loss_attrs a = {r, fused};
+    loss_attrs a = {r, fused, 0};
     mf_tensor *in[2] = {x, target};
     return mfi_apply(op, 2, in, &a, sizeof a);
 }

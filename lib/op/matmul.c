@@ -165,7 +165,36 @@ static mf_status mm_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return MF_OK;
 }
 
-static const mfi_op mm_op = {"mf_matmul", 0, mm_infer, mm_forward, mm_backward};
+/* DESIGN 4's table, with the transposes folded in, plus batch splits */
+static int mm_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const mm_attrs *a = c->attrs;
+    const mfi_meta *A = &c->in_meta[0], *B = &c->in_meta[1], *o = &c->out_meta;
+    int ra = A->ndim - (a->ta ? 1 : 2), ca = A->ndim - (a->ta ? 2 : 1);
+    int rb = B->ndim - (a->tb ? 1 : 2), cb = B->ndim - (a->tb ? 2 : 1);
+    int n = 0;
+    mf_sbp in[2];
+    for (int i = 0; i < o->ndim - 2; i++) {   /* batch */
+        int ia = i - (o->ndim - A->ndim), ib = i - (o->ndim - B->ndim);
+        bool sa = ia >= 0 && A->shape[ia] == o->shape[i], sb = ib >= 0 && B->shape[ib] == o->shape[i];
+        if (!sa && !sb) continue;
+        in[0] = sa ? mfi_S(ia) : mfi_B();
+        in[1] = sb ? mfi_S(ib) : mfi_B();
+        n = mfi_sig_add(sigs, n, cap, 2, in, mfi_S(i));
+    }
+    in[0] = mfi_S(ra), in[1] = mfi_B();
+    n = mfi_sig_add(sigs, n, cap, 2, in, mfi_S(o->ndim - 2));
+    in[0] = mfi_B(), in[1] = mfi_S(cb);
+    n = mfi_sig_add(sigs, n, cap, 2, in, mfi_S(o->ndim - 1));
+    in[0] = mfi_S(ca), in[1] = mfi_S(rb);
+    n = mfi_sig_add(sigs, n, cap, 2, in, mfi_P());
+    in[0] = mfi_P(), in[1] = mfi_B();
+    n = mfi_sig_add(sigs, n, cap, 2, in, mfi_P());
+    in[0] = mfi_B(), in[1] = mfi_P();
+    return mfi_sig_add(sigs, n, cap, 2, in, mfi_P());
+}
+
+static const mfi_op mm_op = {"mf_matmul", 0, mm_infer, mm_forward, mm_backward, mm_sbp, NULL};
 
 mf_tensor *mf_matmul_t(mf_tensor *a, mf_tensor *b, bool trans_a, bool trans_b)
 {
@@ -302,7 +331,25 @@ out:
     return st;
 }
 
-static const mfi_op lin_op = {"mf_linear", 0, lin_infer, lin_forward, lin_backward};
+/* data parallel on any batch axis; column parallel (weight S(0)); row
+ * parallel (x S(last), weight S(1), bias added once as P); P through */
+static int lin_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    int xl = c->in_meta[0].ndim, n = 0;
+    mf_sbp in[3];
+    for (int i = 0; i < xl - 1; i++) {
+        in[0] = mfi_S(i), in[1] = mfi_B(), in[2] = mfi_B();
+        n = mfi_sig_add(sigs, n, cap, 3, in, mfi_S(i));
+    }
+    in[0] = mfi_B(), in[1] = mfi_S(0), in[2] = mfi_S(0);
+    n = mfi_sig_add(sigs, n, cap, 3, in, mfi_S(xl - 1));
+    in[0] = mfi_S(xl - 1), in[1] = mfi_S(1), in[2] = mfi_P();
+    n = mfi_sig_add(sigs, n, cap, 3, in, mfi_P());
+    in[0] = mfi_P(), in[1] = mfi_B(), in[2] = mfi_P();
+    return mfi_sig_add(sigs, n, cap, 3, in, mfi_P());
+}
+
+static const mfi_op lin_op = {"mf_linear", 0, lin_infer, lin_forward, lin_backward, lin_sbp, NULL};
 
 mf_tensor *mf_linear(mf_tensor *x, mf_tensor *weight, mf_tensor *bias)
 {

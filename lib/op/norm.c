@@ -105,7 +105,16 @@ out:
     return st;
 }
 
-static const mfi_op bn_op = {"mf_batch_norm", 0, bn_infer, bn_forward, bn_backward};
+/* channels split (the statistics are per channel); a batch split would
+ * need synchronised statistics, so S(0) inputs are gathered */
+static int bn_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    mf_sbp in[5] = {mfi_S(1), mfi_S(0), mfi_S(0), mfi_S(0), mfi_S(0)};
+    (void)c;
+    return mfi_sig_add(sigs, 0, cap, 5, in, mfi_S(1));
+}
+
+static const mfi_op bn_op = {"mf_batch_norm", 0, bn_infer, bn_forward, bn_backward, bn_sbp, NULL};
 
 mf_tensor *mf_batch_norm(mf_tensor *x, mf_tensor *running_mean, mf_tensor *running_var, mf_tensor *weight,
                          mf_tensor *bias, bool training, double momentum, double eps)
@@ -210,7 +219,19 @@ out:
     return st;
 }
 
-static const mfi_op ln_op = {"mf_layer_norm", 0, ln_infer, ln_forward, ln_backward};
+/* split on the leading (not normalised) axes */
+static int ln_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const ln_attrs *a = c->attrs;
+    int n = 0;
+    for (int i = 0; i < c->in_meta[0].ndim - a->nnorm; i++) {
+        mf_sbp in[3] = {mfi_S(i), mfi_B(), mfi_B()};
+        n = mfi_sig_add(sigs, n, cap, 3, in, mfi_S(i));
+    }
+    return n;
+}
+
+static const mfi_op ln_op = {"mf_layer_norm", 0, ln_infer, ln_forward, ln_backward, ln_sbp, NULL};
 
 mf_tensor *mf_layer_norm(mf_tensor *x, int nnorm, mf_tensor *weight, mf_tensor *bias, double eps)
 {

@@ -97,7 +97,7 @@ static mf_status pg_forward(mfi_call *c, mf_tensor **out)
     return st;
 }
 
-static const mfi_op pg_op = {"mf_pool2d_grad", MFI_OP_NO_GRAD, pg_infer, pg_forward, NULL};
+static const mfi_op pg_op = {"mf_pool2d_grad", MFI_OP_NO_GRAD, pg_infer, pg_forward, NULL, NULL, NULL};
 
 static mf_status pool_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 {
@@ -108,9 +108,23 @@ static mf_status pool_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return gx[0] ? MF_OK : mf_last_status();
 }
 
-static const mfi_op maxpool_op = {"mf_max_pool2d", 0, pool_infer, pool_forward, pool_backward};
-static const mfi_op avgpool_op = {"mf_avg_pool2d", 0, pool_infer, pool_forward, pool_backward};
-static const mfi_op adaptive_op = {"mf_adaptive_avg_pool2d", 0, pool_infer, pool_forward, pool_backward};
+/* batch or channel split; averages are linear, so P passes them */
+static int pool_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const pool_attrs *a = c->attrs;
+    mf_sbp in = mfi_S(0);
+    int n = mfi_sig_add(sigs, 0, cap, 1, &in, mfi_S(0));
+    in = mfi_S(1);
+    n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_S(1));
+    in = mfi_P();
+    if (!a->is_max) n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_P());
+    return n;
+}
+
+static const mfi_op maxpool_op = {"mf_max_pool2d", 0, pool_infer, pool_forward, pool_backward, pool_sbp, NULL};
+static const mfi_op avgpool_op = {"mf_avg_pool2d", 0, pool_infer, pool_forward, pool_backward, pool_sbp, NULL};
+static const mfi_op adaptive_op = {"mf_adaptive_avg_pool2d", 0, pool_infer, pool_forward, pool_backward, pool_sbp,
+                                   NULL};
 
 static mf_tensor *pool(const char *name, bool is_max, mf_tensor *x, const mf_pool2d_params *p)
 {

@@ -13,7 +13,18 @@ typedef struct red_attrs {
     bool mean;
     bool keepdim;
     bool axis[MF_MAX_DIMS];
+    int64_t count;       /* mean: the divisor; 0 = the reduced elements here */
 } red_attrs;
+
+/* mean's divisor: count, or the reduced elements of in */
+static int64_t red_count(const red_attrs *a, const mfi_meta *in)
+{
+    if (a->count > 0) return a->count;
+    int64_t n = 1;
+    for (int d = 0; d < in->ndim; d++)
+        if (a->axis[d]) n *= in->shape[d];
+    return n;
+}
 
 static const char *red_name(const red_attrs *a)
 {
@@ -55,9 +66,7 @@ static mf_status red_forward(mfi_call *c, mf_tensor **out)
     MFI_KERNEL(st, MF_PROF_REDUCE, be, reduce, a->op, &o, &i);
     MF_TRY(st);
     if (a->mean) {
-        int64_t n = 1;
-        for (int d = 0; d < x->ndim; d++)
-            if (a->axis[d]) n *= x->shape[d];
+        int64_t n = red_count(a, &c->in_meta[0]);
         MFI_KERNEL(st, MF_PROF_REDUCE, be, unary_fwd, MFI_UN_SCALE, &o, &o, n ? 1.0 / (double)n : NAN);
         MF_TRY(st);
     }
@@ -83,9 +92,7 @@ static mf_status red_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     if (a->op == MFI_RED_SUM && !a->mean) {
         gx[0] = mf_tensor_retain(e);
     } else if (a->mean) {
-        int64_t n = 1;
-        for (int d = 0; d < in->ndim; d++)
-            if (a->axis[d]) n *= in->shape[d];
+        int64_t n = red_count(a, in);
         gx[0] = mf_scale(e, 1.0 / (double)n);
     } else if (a->op == MFI_RED_SUMSQ) {
         mf_tensor *x = mfi_saved(c, 0);
@@ -114,11 +121,50 @@ out:
     return st;
 }
 
+/* The output axis of input axis i (-1 if it is reduced away). */
+static int out_axis(const bool *axis, bool keepdim, int i)
+{
+    if (keepdim) return i;
+    if (axis[i]) return -1;
+    int k = 0;
+    for (int j = 0; j < i; j++) k += !axis[j];
+    return k;
+}
+
+/* a split kept axis stays split; a split reduced axis gives P (sums and
+ * means; a max would need a max-reduction); P stays P for linear ones */
+static int red_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const red_attrs *a = c->attrs;
+    bool linear = a->op == MFI_RED_SUM;
+    int n = 0;
+    for (int i = 0; i < c->in_meta[0].ndim; i++) {
+        mf_sbp in = mfi_S(i);
+        if (a->axis[i] && !a->keepdim) {
+            if (linear || a->op == MFI_RED_SUMSQ) n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_P());
+        } else if (a->axis[i]) {
+            if (linear || a->op == MFI_RED_SUMSQ) n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_P());
+        } else {
+            n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_S(out_axis(a->axis, a->keepdim, i)));
+        }
+    }
+    mf_sbp p = mfi_P();
+    if (linear) n = mfi_sig_add(sigs, n, cap, 1, &p, mfi_P());
+    return n;
+}
+
+static void red_localize(const mfi_call *c, void *attrs, const mfi_box *ob)
+{
+    red_attrs *a = attrs;
+    (void)ob;
+    if (a->mean) a->count = red_count(a, &c->in_meta[0]);   /* the global count */
+}
+
 static const mfi_op red_ops[4] = {
-    {"mf_sum", 0, red_infer, red_forward, red_backward},
-    {"mf_mean", 0, red_infer, red_forward, red_backward},
-    {"mf_max", 0, red_infer, red_forward, red_backward},
-    {"mf_sumsq", 0, red_infer, red_forward, red_backward},
+    {"mf_sum", 0, red_infer, red_forward, red_backward, red_sbp, NULL},
+    {"mf_mean", 0, red_infer, red_forward, red_backward, red_sbp, red_localize},
+    {"mf_max", 0, red_infer, red_forward, red_backward, red_sbp, NULL},
+    {"mf_sumsq", 0, red_infer, red_forward, red_backward, red_sbp, NULL},
 };
 
 static mf_tensor *reduce(mfi_redop op, bool mean, mf_tensor *x, int naxes, const int *axes, bool keepdim)
@@ -203,7 +249,21 @@ static mf_status argmax_forward(mfi_call *c, mf_tensor **out)
     return st;
 }
 
-static const mfi_op argmax_op = {"mf_argmax", MFI_OP_NO_GRAD, argmax_infer, argmax_forward, NULL};
+static int argmax_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const argmax_attrs *a = c->attrs;
+    bool axis[MF_MAX_DIMS] = {false};
+    axis[a->axis] = true;
+    int n = 0;
+    for (int i = 0; i < c->in_meta[0].ndim; i++) {
+        if (i == a->axis) continue;
+        mf_sbp in = mfi_S(i);
+        n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_S(out_axis(axis, a->keepdim, i)));
+    }
+    return n;
+}
+
+static const mfi_op argmax_op = {"mf_argmax", MFI_OP_NO_GRAD, argmax_infer, argmax_forward, NULL, argmax_sbp, NULL};
 
 mf_tensor *mf_argmax(mf_tensor *x, int axis, bool keepdim)
 {

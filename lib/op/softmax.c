@@ -52,7 +52,7 @@ static mf_status smg_forward(mfi_call *c, mf_tensor **out)
     return st;
 }
 
-static const mfi_op smg_op = {"mf_softmax_grad", MFI_OP_NO_GRAD, smg_infer, smg_forward, NULL};
+static const mfi_op smg_op = {"mf_softmax_grad", MFI_OP_NO_GRAD, smg_infer, smg_forward, NULL, NULL, NULL};
 
 static mf_status sm_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 {
@@ -63,8 +63,21 @@ static mf_status sm_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return gx[0] ? MF_OK : mf_last_status();
 }
 
-static const mfi_op sm_op = {"mf_softmax", 0, sm_infer, sm_forward, sm_backward};
-static const mfi_op lsm_op = {"mf_log_softmax", 0, sm_infer, sm_forward, sm_backward};
+/* split on any axis but the normalised one */
+static int sm_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const sm_attrs *a = c->attrs;
+    int n = 0;
+    for (int i = 0; i < c->in_meta[0].ndim; i++) {
+        if (i == a->dim) continue;
+        mf_sbp in = mfi_S(i);
+        n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_S(i));
+    }
+    return n;
+}
+
+static const mfi_op sm_op = {"mf_softmax", 0, sm_infer, sm_forward, sm_backward, sm_sbp, NULL};
+static const mfi_op lsm_op = {"mf_log_softmax", 0, sm_infer, sm_forward, sm_backward, sm_sbp, NULL};
 
 static mf_tensor *softmax(mf_tensor *x, int dim, bool log)
 {

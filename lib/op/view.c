@@ -66,7 +66,38 @@ static mf_status reshape_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return gx[0] ? MF_OK : mf_last_status();
 }
 
-static const mfi_op reshape_op = {"mf_reshape", MFI_OP_OWN_OUTPUT, NULL, reshape_forward, reshape_backward};
+static mf_status reshape_infer(mfi_call *c, mfi_meta *out)
+{
+    const reshape_attrs *a = c->attrs;
+    out->dtype = c->in_meta[0].dtype;
+    out->ndim = a->ndim;
+    memcpy(out->shape, a->shape, sizeof out->shape);
+    return MF_OK;
+}
+
+/* S(a) survives while the dims up to a keep their sizes (flatten of the
+ * features of a batch); B and P always. */
+static int reshape_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const mfi_meta *x = &c->in_meta[0], *o = &c->out_meta;
+    int n = 0;
+    for (int a = 0; a < x->ndim && a < o->ndim && x->shape[a] == o->shape[a]; a++) {
+        mf_sbp in = mfi_S(a);
+        n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_S(a));
+    }
+    mf_sbp p = mfi_P();
+    return mfi_sig_add(sigs, n, cap, 1, &p, mfi_P());
+}
+
+/* reshape and expand: the target is this rank's block */
+static void shape_localize(const mfi_call *c, void *attrs, const mfi_box *ob)
+{
+    reshape_attrs *a = attrs;
+    for (int i = 0; i < c->out_meta.ndim; i++) a->shape[i] = ob->count[i];
+}
+
+static const mfi_op reshape_op = {"mf_reshape", MFI_OP_OWN_OUTPUT, reshape_infer, reshape_forward, reshape_backward,
+                                  reshape_sbp, shape_localize};
 
 mf_tensor *mf_reshape(mf_tensor *x, int ndim, const int64_t *shape)
 {
@@ -188,7 +219,28 @@ static mf_status perm_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return gx[0] ? MF_OK : mf_last_status();
 }
 
-static const mfi_op perm_op = {"mf_permute", MFI_OP_OWN_OUTPUT, NULL, perm_forward, perm_backward};
+static mf_status perm_infer(mfi_call *c, mfi_meta *out)
+{
+    const perm_attrs *a = c->attrs;
+    *out = c->in_meta[0];
+    for (int i = 0; i < out->ndim; i++) out->shape[i] = c->in_meta[0].shape[a->perm[i]];
+    return MF_OK;
+}
+
+static int perm_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const perm_attrs *a = c->attrs;
+    int n = 0;
+    for (int i = 0; i < c->out_meta.ndim; i++) {
+        mf_sbp in = mfi_S(a->perm[i]);
+        n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_S(i));
+    }
+    mf_sbp p = mfi_P();
+    return mfi_sig_add(sigs, n, cap, 1, &p, mfi_P());
+}
+
+static const mfi_op perm_op = {"mf_permute", MFI_OP_OWN_OUTPUT, perm_infer, perm_forward, perm_backward, perm_sbp,
+                               NULL};
 
 mf_tensor *mf_permute(mf_tensor *x, const int *perm)
 {
@@ -261,7 +313,30 @@ static mf_status slice_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return MF_OK;
 }
 
-static const mfi_op slice_op = {"mf_slice", MFI_OP_OWN_OUTPUT, NULL, slice_forward, slice_backward};
+static mf_status slice_infer(mfi_call *c, mfi_meta *out)
+{
+    const slice_attrs *a = c->attrs;
+    *out = c->in_meta[0];
+    out->shape[a->dim] = a->len;
+    return MF_OK;
+}
+
+/* split on any axis but the sliced one */
+static int slice_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    const slice_attrs *a = c->attrs;
+    int n = 0;
+    for (int i = 0; i < c->out_meta.ndim; i++) {
+        if (i == a->dim) continue;
+        mf_sbp in = mfi_S(i);
+        n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_S(i));
+    }
+    mf_sbp p = mfi_P();
+    return mfi_sig_add(sigs, n, cap, 1, &p, mfi_P());
+}
+
+static const mfi_op slice_op = {"mf_slice", MFI_OP_OWN_OUTPUT, slice_infer, slice_forward, slice_backward, slice_sbp,
+                                NULL};
 
 mf_tensor *mf_slice(mf_tensor *x, int dim, int64_t start, int64_t end, int64_t step)
 {
@@ -317,7 +392,14 @@ static mf_status expand_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return gx[0] ? MF_OK : mf_last_status();
 }
 
-static const mfi_op expand_op = {"mf_expand", MFI_OP_OWN_OUTPUT, NULL, expand_forward, expand_backward};
+static int expand_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
+{
+    int n = mfi_sig_elementwise(c, sigs, cap, 1);
+    return n;
+}
+
+static const mfi_op expand_op = {"mf_expand", MFI_OP_OWN_OUTPUT, reshape_infer, expand_forward, expand_backward,
+                                 expand_sbp, shape_localize};
 
 mf_tensor *mf_expand(mf_tensor *x, int ndim, const int64_t *shape)
 {
@@ -369,7 +451,9 @@ static mf_status copy_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return gx[0] ? MF_OK : mf_last_status();
 }
 
-static const mfi_op copy_op = {"mf_copy", 0, copy_infer, copy_forward, copy_backward};
+static int copy_sbp(const mfi_call *c, mfi_sig *sigs, int cap) { return mfi_sig_elementwise(c, sigs, cap, 1); }
+
+static const mfi_op copy_op = {"mf_copy", 0, copy_infer, copy_forward, copy_backward, copy_sbp, NULL};
 
 mf_tensor *mf_cast(mf_tensor *x, mf_dtype dt)
 {

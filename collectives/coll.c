@@ -1,0 +1,210 @@
+/*
+ * collectives/coll.c - communicator splits and the first version of the
+ * collectives: the MPI library's own calls with 64-bit counts checked
+ * against MPI's int, plus the point-to-point exchange of the general
+ * boxing path.
+ *
+ * Cost models (alpha-beta, n ranks, m bytes), as MPICH's defaults reach
+ * them on one node: allreduce 2(n-1)/n m, reduce-scatter and allgather
+ * (n-1)/n m, all-to-all (n-1)/n m. Issue 5 adds ring, halving-doubling
+ * and hierarchical variants behind these signatures.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include "collectives/coll_internal.h"
+#include "lib/error.h"
+
+static MPI_Datatype mpi_type(mf_dtype dt)
+{
+    switch (dt) {
+    case MF_F32: return MPI_FLOAT;
+    case MF_F64: return MPI_DOUBLE;
+    case MF_I32: return MPI_INT32_T;
+    case MF_I64: return MPI_INT64_T;
+    default: return MPI_DATATYPE_NULL;
+    }
+}
+
+static mf_status check_comm(const char *what, const mf_comm *c, mf_dtype dt)
+{
+    if (!c || c->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "%s: no communicator (is mf_init done?)", what);
+    if (mpi_type(dt) == MPI_DATATYPE_NULL) MF_FAIL(MF_ERR_DTYPE, "%s: unsupported dtype %d", what, (int)dt);
+    return MF_OK;
+}
+
+static mf_status to_int(const char *what, int64_t n, int *out)
+{
+    if (n < 0 || n > INT_MAX) MF_FAIL(MF_ERR_ARG, "%s: count %lld does not fit MPI's int", what, (long long)n);
+    *out = (int)n;
+    return MF_OK;
+}
+
+/* counts and displacements as MPI ints, in one allocation */
+static mf_status int_counts(const char *what, int n, const int64_t *counts, int **cnt, int **disp)
+{
+    int *a = malloc(2 * (size_t)n * sizeof *a);
+    if (!a) MF_FAIL(MF_ERR_NOMEM, "%s: out of memory", what);
+    int64_t off = 0;
+    for (int r = 0; r < n; r++) {
+        mf_status st = to_int(what, counts[r], &a[r]);
+        if (st == MF_OK) st = to_int(what, off, &a[n + r]);
+        if (st != MF_OK) {
+            free(a);
+            return st;
+        }
+        off += counts[r];
+    }
+    *cnt = a;
+    *disp = a + n;
+    return MF_OK;
+}
+
+mf_status mfi_comm_split(mf_comm *parent, int color, int key, mf_comm **out)
+{
+    *out = NULL;
+    if (!parent || parent->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "mfi_comm_split: no parent communicator");
+    MPI_Comm nc = MPI_COMM_NULL;
+    MFI_MPI_TRY(MPI_Comm_split(parent->comm, color < 0 ? MPI_UNDEFINED : color, key, &nc));
+    if (nc == MPI_COMM_NULL) return MF_OK;
+    mf_comm *c = calloc(1, sizeof *c);
+    if (!c) {
+        MPI_Comm_free(&nc);
+        MF_FAIL(MF_ERR_NOMEM, "mfi_comm_split: out of memory");
+    }
+    c->comm = nc;
+    c->owned = true;
+    MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(nc, &c->rank);
+    MPI_Comm_size(nc, &c->size);
+    *out = c;
+    return MF_OK;
+}
+
+void mfi_comm_free(mf_comm *c)
+{
+    if (!c || !c->owned) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    free(c);
+}
+
+int mfi_comm_rank_in(const mf_comm *c) { return c ? c->rank : -1; }
+int mfi_comm_size_of(const mf_comm *c) { return c ? c->size : 0; }
+
+mf_status mfi_allreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
+{
+    int n = 0;
+    MF_TRY(check_comm("allreduce", c, dt));
+    MF_TRY(to_int("allreduce", count, &n));
+    if (c->size == 1 || n == 0) return MF_OK;
+    MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, n, mpi_type(dt), MPI_SUM, c->comm));
+    return MF_OK;
+}
+
+mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+{
+    MF_TRY(check_comm("reduce-scatter", c, dt));
+    if (c->size == 1) {
+        if (send != recv) memcpy(recv, send, (size_t)counts[0] * mf_dtype_size(dt));
+        return MF_OK;
+    }
+    int *cnt, *disp;
+    MF_TRY(int_counts("reduce-scatter", c->size, counts, &cnt, &disp));
+    int rc = MPI_Reduce_scatter(send, recv, cnt, mpi_type(dt), MPI_SUM, c->comm);
+    free(cnt);
+    return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Reduce_scatter");
+}
+
+mf_status mfi_allgather(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+{
+    MF_TRY(check_comm("allgather", c, dt));
+    if (c->size == 1) {
+        if (send != recv) memcpy(recv, send, (size_t)counts[0] * mf_dtype_size(dt));
+        return MF_OK;
+    }
+    int *cnt, *disp;
+    MF_TRY(int_counts("allgather", c->size, counts, &cnt, &disp));
+    int rc = MPI_Allgatherv(send, cnt[c->rank], mpi_type(dt), recv, cnt, disp, mpi_type(dt), c->comm);
+    free(cnt);
+    return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Allgatherv");
+}
+
+mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, void *recv,
+                       const int64_t *rcounts, mf_dtype dt)
+{
+    MF_TRY(check_comm("all-to-all", c, dt));
+    int *sc, *sd, *rc_, *rd;
+    MF_TRY(int_counts("all-to-all", c->size, scounts, &sc, &sd));
+    mf_status st = int_counts("all-to-all", c->size, rcounts, &rc_, &rd);
+    if (st != MF_OK) {
+        free(sc);
+        return st;
+    }
+    int rc = MPI_Alltoallv(send, sc, sd, mpi_type(dt), recv, rc_, rd, mpi_type(dt), c->comm);
+    free(sc);
+    free(rc_);
+    return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Alltoallv");
+}
+
+mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root)
+{
+    int n = 0;
+    MF_TRY(check_comm("broadcast", c, dt));
+    MF_TRY(to_int("broadcast", count, &n));
+    if (c->size == 1 || n == 0) return MF_OK;
+    MFI_MPI_TRY(MPI_Bcast(buf, n, mpi_type(dt), root, c->comm));
+    return MF_OK;
+}
+
+mf_status mfi_exchange(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
+                       mf_dtype dt)
+{
+    MF_TRY(check_comm("exchange", c, dt));
+    size_t nreq = (size_t)(nsend + nrecv + 1);
+    MPI_Request *req = malloc(nreq * sizeof *req);
+    MPI_Status *sts = malloc(nreq * sizeof *sts);
+    if (!req || !sts) {
+        free(req);
+        free(sts);
+        MF_FAIL(MF_ERR_NOMEM, "exchange: out of memory");
+    }
+    int nr = 0, rc = MPI_SUCCESS;
+    mf_status st = MF_OK;
+    for (int i = 0; i < nrecv && st == MF_OK; i++) {
+        int n = 0;
+        st = to_int("exchange", recvs[i].count, &n);
+        if (st == MF_OK) rc = MPI_Irecv(recvs[i].buf, n, mpi_type(dt), recvs[i].peer, 7, c->comm, &req[nr++]);
+        if (rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Irecv");
+    }
+    for (int i = 0; i < nsend && st == MF_OK; i++) {
+        int n = 0;
+        st = to_int("exchange", sends[i].count, &n);
+        if (st == MF_OK) rc = MPI_Isend(sends[i].buf, n, mpi_type(dt), sends[i].peer, 7, c->comm, &req[nr++]);
+        if (rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Isend");
+    }
+    rc = MPI_Waitall(nr, req, sts);
+    free(req);
+    free(sts);
+    if (st == MF_OK && rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Waitall");
+    return st;
+}
+
+void mfi_pack_axis(const void *src, size_t elsize, int64_t outer, int64_t axis, int64_t inner, int64_t off,
+                   int64_t len, void *dst)
+{
+    size_t row = (size_t)(len * inner) * elsize, full = (size_t)(axis * inner) * elsize;
+    const char *s = (const char *)src + (size_t)(off * inner) * elsize;
+    char *d = dst;
+    for (int64_t o = 0; o < outer; o++) memcpy(d + (size_t)o * row, s + (size_t)o * full, row);
+}
+
+void mfi_unpack_axis(const void *src, size_t elsize, int64_t outer, int64_t axis, int64_t inner, int64_t off,
+                     int64_t len, void *dst)
+{
+    size_t row = (size_t)(len * inner) * elsize, full = (size_t)(axis * inner) * elsize;
+    const char *s = src;
+    char *d = (char *)dst + (size_t)(off * inner) * elsize;
+    for (int64_t o = 0; o < outer; o++) memcpy(d + (size_t)o * full, s + (size_t)o * row, row);
+}

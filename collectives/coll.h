@@ -1,0 +1,65 @@
+/*
+ * collectives/coll.h - communicators and collectives on raw buffers
+ * (not installed).
+ *
+ * The layer knows buffers, counts, dtypes and communicators, never
+ * tensors or SBP (DESIGN.md section 1). The global-tensor layer's boxing
+ * calls only these functions. Every communicator is an MPI duplicate or
+ * split of the world duplicate, so it inherits MPI_ERRORS_RETURN and an
+ * MPI failure comes back as MF_ERR_MPI.
+ *
+ * Counts are in elements of dtype. Reductions are sums. All calls are
+ * blocking; issue-5 algorithms and non-blocking requests slot in behind
+ * the same signatures.
+ */
+#ifndef MPIFLOW_COLLECTIVES_COLL_H
+#define MPIFLOW_COLLECTIVES_COLL_H
+
+#include <stdint.h>
+#include "mpiflow/status.h"
+#include "mpiflow/tensor.h"
+
+typedef struct mf_comm mf_comm;
+
+/* The world duplicate (borrowed; valid between mf_init and mf_finalize). */
+mf_comm *mfi_comm_world(void);
+/* Splits parent: ranks with the same color >= 0 share a communicator,
+ * ordered by key; color < 0 gets *out = NULL. Collective over parent. */
+mf_status mfi_comm_split(mf_comm *parent, int color, int key, mf_comm **out);
+void mfi_comm_free(mf_comm *c);
+int mfi_comm_rank_in(const mf_comm *c);
+int mfi_comm_size_of(const mf_comm *c);
+
+/* In-place sum over all ranks of c. */
+mf_status mfi_allreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt);
+/* send holds size pieces back to back (counts[r] elements for rank r);
+ * recv gets the sum of this rank's piece. */
+mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+/* Each rank contributes counts[rank] elements; recv gets all pieces back
+ * to back in rank order. */
+mf_status mfi_allgather(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+/* send holds scounts[r] elements for each rank r back to back; recv gets
+ * rcounts[r] elements from each rank r back to back. */
+mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, void *recv,
+                       const int64_t *rcounts, mf_dtype dt);
+mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root);
+
+/* One point-to-point transfer of the general (hyperslab) path. */
+typedef struct mfi_p2p {
+    int peer;            /* rank in the communicator */
+    void *buf;
+    int64_t count;
+} mfi_p2p;
+/* Posts every receive and send, then waits for all of them. */
+mf_status mfi_exchange(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
+                       mf_dtype dt);
+
+/* Copies the block [off, off+len) along the middle axis of a row-major
+ * [outer, axis, inner] array of elsize-byte elements into the dense
+ * [outer, len, inner] array dst (pack) or back (unpack). */
+void mfi_pack_axis(const void *src, size_t elsize, int64_t outer, int64_t axis, int64_t inner, int64_t off,
+                   int64_t len, void *dst);
+void mfi_unpack_axis(const void *src, size_t elsize, int64_t outer, int64_t axis, int64_t inner, int64_t off,
+                     int64_t len, void *dst);
+
+#endif

@@ -1,0 +1,432 @@
+/*
+ * lib/global/boxing.c - boxing: re-laying a global tensor's pieces as
+ * another nd-SBP and/or placement (DESIGN.md section 4).
+ *
+ * On one placement the planner works mesh dimension by mesh dimension,
+ * each step one collective on that dimension's communicator:
+ *   P -> B allreduce        P -> S(a) reduce-scatter   S(a) -> B allgather
+ *   S(a) -> S(b) all-to-all B -> S(a) local slice      B, S(a) -> P zero-fill
+ * A step on dimension d is exact only while no inner dimension e > d
+ * splits an axis the step touches; when no such step is left, or the
+ * placements differ, the general path sends each receiver the
+ * intersection of its block with the senders' blocks (point to point).
+ *
+ * Boxing is an autograd op on the local pieces. Its backward boxes the
+ * gradient from dual(to) back to dual(from) (global_internal.h).
+ */
+#include "lib/global/global_internal.h"
+
+typedef struct box_attrs {
+    const mf_placement *src, *dst;   /* registry-owned, live until mf_finalize */
+    mf_nd_sbp from, to;
+    mfi_meta gm;
+} box_attrs;
+
+/* ------------------------------------------------------ dense N-D copies */
+static void copy_block(const char *src, const int64_t *sshape, const int64_t *soff, char *dst, const int64_t *dshape,
+                       const int64_t *doff, const int64_t *count, int ndim, size_t es)
+{
+    if (ndim == 0) {
+        memcpy(dst, src, es);
+        return;
+    }
+    int64_t sstr[MF_MAX_DIMS], dstr[MF_MAX_DIMS];
+    mfi_contig_strides(ndim, sshape, sstr);
+    mfi_contig_strides(ndim, dshape, dstr);
+    int last = ndim - 1;
+    int64_t idx[MF_MAX_DIMS] = {0}, rows = 1;
+    for (int i = 0; i < last; i++) rows *= count[i];
+    if (rows == 0 || count[last] == 0) return;
+    size_t run = (size_t)count[last] * es;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t so = soff[last], dof = doff[last];
+        for (int i = 0; i < last; i++) {
+            so += (soff[i] + idx[i]) * sstr[i];
+            dof += (doff[i] + idx[i]) * dstr[i];
+        }
+        memcpy(dst + (size_t)dof * es, src + (size_t)so * es, run);
+        for (int i = last - 1; i >= 0; i--) {
+            if (++idx[i] < count[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static int64_t prod(const int64_t *v, int from, int to)
+{
+    int64_t p = 1;
+    for (int i = from; i < to; i++) p *= v[i];
+    return p;
+}
+
+static mf_tensor *new_like(mf_dtype dt, int ndim, const int64_t *shape, bool zero)
+{
+    return zero ? mf_zeros(dt, ndim, shape) : mfi_tensor_new(dt, ndim, shape);
+}
+
+/* --------------------------------------------------- one mesh dimension */
+static bool step_valid(const mf_nd_sbp *cur, int d, mf_sbp to)
+{
+    for (int e = d + 1; e < cur->ndim; e++) {
+        if (cur->d[e].kind != MF_SBP_S) continue;
+        if (cur->d[d].kind == MF_SBP_S && cur->d[d].axis == cur->d[e].axis) return false;
+        if (to.kind == MF_SBP_S && to.axis == cur->d[e].axis) return false;
+    }
+    return true;
+}
+
+/* t (local piece under cur) -> piece under cur with dimension d := to. */
+static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, mf_tensor **t)
+{
+    const mf_placement *p = a->src;
+    mf_comm *comm = p->dim_comm[d];
+    int n = p->mesh[d], k = p->coord[d], nd = a->gm.ndim;
+    mf_sbp from = cur->d[d];
+    mf_dtype dt = a->gm.dtype;
+    size_t es = mf_dtype_size(dt);
+    mf_nd_sbp par = *cur, nxt = *cur;
+    par.d[d].kind = MF_SBP_B;
+    nxt.d[d] = to;
+    mfi_box pb, ob;
+    mfi_region(&a->gm, &par, p, p->coord, &pb);   /* the parent block of this dimension */
+    mfi_region(&a->gm, &nxt, p, p->coord, &ob);
+    mf_tensor *in = *t, *out = NULL;
+    mf_status st = MF_OK;
+    int64_t *cnt = calloc(2 * (size_t)n, sizeof *cnt), *cnt2 = cnt + n;
+    void *tmp = NULL;
+    if (!cnt) MF_FAIL(MF_ERR_NOMEM, "boxing: out of memory");
+
+    if (from.kind == MF_SBP_P && to.kind == MF_SBP_B) {
+        out = mf_clone(in);
+        if (!out) MF_TRY_OUT(mf_last_status());
+        MF_TRY_OUT(mfi_allreduce(comm, mf_tensor_data(out), mf_tensor_numel(out), dt));
+    } else if ((from.kind == MF_SBP_B || from.kind == MF_SBP_S) && to.kind == MF_SBP_P) {
+        out = new_like(dt, nd, pb.count, true);
+        if (!out) MF_TRY_OUT(mf_last_status());
+        if (from.kind == MF_SBP_B && k == 0) MF_TRY_OUT(mf_copy_(out, in));
+        if (from.kind == MF_SBP_S) {
+            int ax = from.axis;
+            int64_t s0, len;
+            mfi_split(pb.count[ax], n, k, &s0, &len);
+            mfi_unpack_axis(mf_tensor_data(in), es, prod(pb.count, 0, ax), pb.count[ax], prod(pb.count, ax + 1, nd),
+                            s0, len, mf_tensor_data(out));
+        }
+    } else if (from.kind == MF_SBP_B && to.kind == MF_SBP_S) {
+        int64_t s0, len;
+        mfi_split(pb.count[to.axis], n, k, &s0, &len);
+        mf_tensor *v = mf_narrow(in, to.axis, s0, len);
+        out = v ? mfi_contiguous_raw(v) : NULL;
+        mf_tensor_destroy(v);
+        if (!out) MF_TRY_OUT(mf_last_status());
+    } else if (from.kind == MF_SBP_S && to.kind == MF_SBP_B) {
+        int ax = from.axis;
+        int64_t outer = prod(pb.count, 0, ax), inner = prod(pb.count, ax + 1, nd), s0, len;
+        out = new_like(dt, nd, pb.count, false);
+        if (!out) MF_TRY_OUT(mf_last_status());
+        for (int r = 0; r < n; r++) {
+            mfi_split(pb.count[ax], n, r, &s0, &len);
+            cnt[r] = outer * len * inner;
+        }
+        if (outer == 1) {
+            MF_TRY_OUT(mfi_allgather(comm, mf_tensor_data(in), mf_tensor_data(out), cnt, dt));
+        } else {
+            tmp = malloc((size_t)mf_tensor_numel(out) * es + 1);
+            if (!tmp) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
+            MF_TRY_OUT(mfi_allgather(comm, mf_tensor_data(in), tmp, cnt, dt));
+            size_t off = 0;
+            for (int r = 0; r < n; r++) {
+                mfi_split(pb.count[ax], n, r, &s0, &len);
+                mfi_unpack_axis((char *)tmp + off * es, es, outer, pb.count[ax], inner, s0, len, mf_tensor_data(out));
+                off += (size_t)cnt[r];
+            }
+        }
+    } else if (from.kind == MF_SBP_P && to.kind == MF_SBP_S) {
+        int ax = to.axis;
+        int64_t outer = prod(pb.count, 0, ax), inner = prod(pb.count, ax + 1, nd), s0, len;
+        out = new_like(dt, nd, ob.count, false);
+        tmp = malloc((size_t)mf_tensor_numel(in) * es + 1);
+        if (!out || !tmp) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
+        size_t off = 0;
+        for (int r = 0; r < n; r++) {
+            mfi_split(pb.count[ax], n, r, &s0, &len);
+            cnt[r] = outer * len * inner;
+            mfi_pack_axis(mf_tensor_data(in), es, outer, pb.count[ax], inner, s0, len, (char *)tmp + off * es);
+            off += (size_t)cnt[r];
+        }
+        MF_TRY_OUT(mfi_reduce_scatter(comm, tmp, mf_tensor_data(out), cnt, dt));
+    } else if (from.kind == MF_SBP_S && to.kind == MF_SBP_S) {
+        /* all-to-all: send peer j my block of its b-range; receive peer
+         * i's a-range of my b-range */
+        int A = from.axis, B = to.axis;
+        mfi_box ib;
+        mfi_region(&a->gm, cur, p, p->coord, &ib);
+        int64_t s0, len;
+        size_t nin = (size_t)mf_tensor_numel(in), nout;
+        out = new_like(dt, nd, ob.count, false);
+        if (!out) MF_TRY_OUT(mf_last_status());
+        nout = (size_t)mf_tensor_numel(out);
+        tmp = malloc((nin + nout) * es + 1);
+        if (!tmp) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
+        char *sbuf = tmp, *rbuf = (char *)tmp + nin * es;
+        int64_t so = prod(ib.count, 0, B), si = prod(ib.count, B + 1, nd);
+        int64_t ro = prod(ob.count, 0, A), ri = prod(ob.count, A + 1, nd);
+        size_t off = 0;
+        for (int r = 0; r < n; r++) {
+            mfi_split(pb.count[B], n, r, &s0, &len);
+            cnt[r] = so * len * si;
+            mfi_pack_axis(mf_tensor_data(in), es, so, ib.count[B], si, s0, len, sbuf + off * es);
+            off += (size_t)cnt[r];
+            mfi_split(pb.count[A], n, r, &s0, &len);
+            cnt2[r] = ro * len * ri;
+        }
+        MF_TRY_OUT(mfi_alltoall(comm, sbuf, cnt, rbuf, cnt2, dt));
+        off = 0;
+        for (int r = 0; r < n; r++) {
+            mfi_split(pb.count[A], n, r, &s0, &len);
+            mfi_unpack_axis(rbuf + off * es, es, ro, ob.count[A], ri, s0, len, mf_tensor_data(out));
+            off += (size_t)cnt2[r];
+        }
+    } else {
+        char x[16], y[16];
+        MF_FAIL_OUT(MF_ERR_INTERNAL, "boxing: no step from %s to %s", mfi_sbp_str(from, x, sizeof x),
+                    mfi_sbp_str(to, y, sizeof y));
+    }
+    *cur = nxt;
+out:
+    free(cnt);
+    free(tmp);
+    if (st != MF_OK) {
+        mf_tensor_destroy(out);
+        return st;
+    }
+    mf_tensor_destroy(in);
+    *t = out;
+    return MF_OK;
+}
+
+/* ---------------------------------------------------------- general path */
+static bool intersect(const mfi_box *x, const mfi_box *y, int nd, mfi_box *r)
+{
+    for (int i = 0; i < nd; i++) {
+        int64_t lo = x->start[i] > y->start[i] ? x->start[i] : y->start[i];
+        int64_t hx = x->start[i] + x->count[i], hy = y->start[i] + y->count[i];
+        int64_t hi = hx < hy ? hx : hy;
+        if (hi <= lo) return false;
+        r->start[i] = lo;
+        r->count[i] = hi - lo;
+    }
+    return true;
+}
+
+/* The source member that serves receiver member r for source coordinates
+ * whose split dimensions are fixed by `coord`: B and P dimensions follow
+ * the receiver (same placement) or its index (another placement). */
+static void source_coords(const box_attrs *a, const mf_nd_sbp *cur, int r, const int *scoord_split, int *sc)
+{
+    int rc[MF_MAX_MESH];
+    mfi_placement_coords(a->dst, r, rc);
+    bool same = mf_placement_equal(a->src, a->dst);
+    for (int e = 0; e < a->src->mesh_ndim; e++)
+        sc[e] = cur->d[e].kind == MF_SBP_S ? scoord_split[e] : same ? rc[e] : r % a->src->mesh[e];
+}
+
+/* t: local piece under cur on src (NULL outside src) -> piece under tgt
+ * on dst (NULL outside dst). */
+static mf_status general(const box_attrs *a, const mf_nd_sbp *cur, const mf_nd_sbp *tgt, mf_tensor *t, mf_tensor **out)
+{
+    const mf_placement *S = a->src, *D = a->dst;
+    int nd = a->gm.ndim;
+    size_t es = mf_dtype_size(a->gm.dtype);
+    bool in_src = S->index >= 0 && t, in_dst = D->index >= 0;
+    mfi_box mine = {{0}, {0}}, sb;
+    if (in_src) mfi_region(&a->gm, cur, S, S->coord, &sb);
+    if (in_dst) mfi_region(&a->gm, tgt, D, D->coord, &mine);
+    mf_tensor *o = in_dst ? mfi_tensor_new(a->gm.dtype, nd, mine.count) : NULL;
+    if (in_dst && !o) return mf_last_status();
+    int cap = 16, nsend = 0, nrecv = 0;
+    mfi_p2p *sends = malloc((size_t)cap * sizeof *sends), *recvs = malloc((size_t)cap * sizeof *recvs);
+    mfi_box *rboxes = malloc((size_t)cap * sizeof *rboxes);
+    mf_status st = MF_OK;
+    if (!sends || !recvs || !rboxes) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
+    int nsplit = 1, split_dims[MF_MAX_MESH], ns = 0;
+    for (int e = 0; e < S->mesh_ndim; e++)
+        if (cur->d[e].kind == MF_SBP_S) {
+            split_dims[ns++] = e;
+            nsplit *= S->mesh[e];
+        }
+    for (int r = 0; r < D->n; r++) {
+        mfi_box rb;
+        int rc[MF_MAX_MESH];
+        mfi_placement_coords(D, r, rc);
+        mfi_region(&a->gm, tgt, D, rc, &rb);
+        for (int q = 0; q < nsplit; q++) {
+            int split[MF_MAX_MESH] = {0}, sc[MF_MAX_MESH], rem = q;
+            for (int i = ns - 1; i >= 0; i--) {
+                split[split_dims[i]] = rem % S->mesh[split_dims[i]];
+                rem /= S->mesh[split_dims[i]];
+            }
+            source_coords(a, cur, r, split, sc);
+            int s = mfi_placement_index_of(S, sc);
+            mfi_box xb, ib;
+            mfi_region(&a->gm, cur, S, sc, &xb);
+            if (!intersect(&xb, &rb, nd, &ib)) continue;
+            bool i_send = in_src && s == S->index, i_recv = in_dst && r == D->index;
+            if (!i_send && !i_recv) continue;
+            int64_t n = prod(ib.count, 0, nd), so[MF_MAX_DIMS], doff[MF_MAX_DIMS], zero[MF_MAX_DIMS] = {0};
+            for (int i = 0; i < nd; i++) {
+                so[i] = ib.start[i] - sb.start[i];
+                doff[i] = ib.start[i] - mine.start[i];
+            }
+            if (i_send && i_recv) {    /* to myself */
+                copy_block(mf_tensor_data(t), sb.count, so, mf_tensor_data(o), mine.count, doff, ib.count, nd, es);
+                continue;
+            }
+            if (nsend == cap || nrecv == cap) {
+                cap *= 2;
+                mfi_p2p *s2 = realloc(sends, (size_t)cap * sizeof *s2);
+                if (s2) sends = s2;
+                mfi_p2p *r2 = realloc(recvs, (size_t)cap * sizeof *r2);
+                if (r2) recvs = r2;
+                mfi_box *b2 = realloc(rboxes, (size_t)cap * sizeof *b2);
+                if (b2) rboxes = b2;
+                if (!s2 || !r2 || !b2) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
+            }
+            void *buf = malloc((size_t)n * es + 1);
+            if (!buf) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
+            if (i_send) {
+                copy_block(mf_tensor_data(t), sb.count, so, buf, ib.count, zero, ib.count, nd, es);
+                sends[nsend++] = (mfi_p2p){D->ranks[r], buf, n};
+            } else {
+                rboxes[nrecv] = ib;
+                recvs[nrecv++] = (mfi_p2p){S->ranks[s], buf, n};
+            }
+        }
+    }
+    MF_TRY_OUT(mfi_exchange(mfi_comm_world(), sends, nsend, recvs, nrecv, a->gm.dtype));
+    for (int i = 0; i < nrecv; i++) {
+        int64_t doff[MF_MAX_DIMS], zero[MF_MAX_DIMS] = {0};
+        for (int k = 0; k < nd; k++) doff[k] = rboxes[i].start[k] - mine.start[k];
+        copy_block(recvs[i].buf, rboxes[i].count, zero, mf_tensor_data(o), mine.count, doff, rboxes[i].count, nd, es);
+    }
+out:
+    for (int i = 0; sends && i < nsend; i++) free(sends[i].buf);
+    for (int i = 0; recvs && i < nrecv; i++) free(recvs[i].buf);
+    free(sends);
+    free(recvs);
+    free(rboxes);
+    if (st != MF_OK) {
+        mf_tensor_destroy(o);
+        return st;
+    }
+    *out = o;
+    return MF_OK;
+}
+
+/* The whole forward: t (borrowed; NULL outside src) -> *out. */
+static mf_status box_run(const box_attrs *a, mf_tensor *x, mf_tensor **out)
+{
+    const mf_placement *S = a->src, *D = a->dst;
+    bool same = mf_placement_equal(S, D);
+    mf_nd_sbp cur = a->from;
+    mf_tensor *t = NULL;
+    mf_status st = MF_OK;
+    *out = NULL;
+    if (S->index >= 0) {
+        if (!x) MF_FAIL(MF_ERR_INTERNAL, "boxing: no local piece on a rank of the placement");
+        t = mfi_contiguous_raw(x);
+        if (!t) return mf_last_status();
+    }
+    if (same && S->index < 0) return MF_OK;
+    if (same) {
+        bool progress = true;
+        while (progress && !mfi_nd_sbp_equal(&cur, &a->to)) {
+            progress = false;
+            for (int d = 0; d < cur.ndim; d++) {
+                mf_sbp to = a->to.d[d];
+                bool same_d = cur.d[d].kind == to.kind && (to.kind != MF_SBP_S || cur.d[d].axis == to.axis);
+                if (same_d || !step_valid(&cur, d, to)) continue;
+                MF_TRY_OUT(box_step(a, &cur, d, to, &t));
+                progress = true;
+            }
+        }
+        if (mfi_nd_sbp_equal(&cur, &a->to)) {
+            *out = t;
+            return MF_OK;
+        }
+    }
+    /* general path: sum the partial dimensions that the target does not
+     * keep partial (all of them across placements) */
+    for (int d = 0; d < cur.ndim && S->index >= 0; d++)
+        if (cur.d[d].kind == MF_SBP_P && (!same || a->to.d[d].kind != MF_SBP_P))
+            MF_TRY_OUT(box_step(a, &cur, d, (mf_sbp){MF_SBP_B, 0}, &t));
+    for (int d = 0; d < cur.ndim && S->index < 0; d++)
+        if (cur.d[d].kind == MF_SBP_P) cur.d[d].kind = MF_SBP_B;
+    mf_nd_sbp tgt = a->to;
+    bool zero_dims[MF_MAX_MESH] = {false};
+    for (int d = 0; d < tgt.ndim; d++)
+        if (tgt.d[d].kind == MF_SBP_P && (!same || cur.d[d].kind != MF_SBP_P)) {
+            tgt.d[d].kind = MF_SBP_B;
+            zero_dims[d] = true;
+        }
+    mf_tensor *o = NULL;
+    MF_TRY_OUT(general(a, &cur, &tgt, t, &o));
+    for (int d = 0; o && d < tgt.ndim; d++)
+        if (zero_dims[d] && D->coord[d] != 0) {
+            st = mf_fill_(o, 0.0);
+            break;
+        }
+    if (st != MF_OK) {
+        mf_tensor_destroy(o);
+        goto out;
+    }
+    *out = o;
+out:
+    mf_tensor_destroy(t);
+    return st;
+}
+
+/* ------------------------------------------------------------ the op */
+static mf_status box_forward(mfi_call *c, mf_tensor **out)
+{
+    return box_run(c->attrs, c->in[0], out);
+}
+
+static mf_status box_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
+{
+    const box_attrs *a = c->attrs;
+    box_attrs b = *a;
+    b.src = a->dst;
+    b.dst = a->src;
+    b.from = mfi_nd_sbp_dual(&a->to);
+    b.to = mfi_nd_sbp_dual(&a->from);
+    return box_run(&b, gy, &gx[0]);
+}
+
+static const mfi_op box_op = {"boxing", MFI_OP_OWN_OUTPUT, NULL, box_forward, box_backward, NULL, NULL};
+
+mf_status mfi_boxing(mf_tensor *x, const mfi_meta *gm, const mf_placement *src, const mf_nd_sbp *from,
+                  const mf_placement *dst, const mf_nd_sbp *to, mf_tensor **out)
+{
+    *out = NULL;
+    if (mf_placement_equal(src, dst) && mfi_nd_sbp_equal(from, to)) {
+        if (x) *out = mf_tensor_retain(x);
+        return MF_OK;
+    }
+    box_attrs a = {src, dst, *from, *to, *gm};
+    if (src->index >= 0 && dst->index >= 0) {
+        *out = mfi_apply(&box_op, 1, &x, &a, sizeof a);
+        return *out ? MF_OK : mf_last_status();
+    }
+    return box_run(&a, x, out);
+}
+
+double mfi_box_cost(mf_sbp from, mf_sbp to, int n, double bytes)
+{
+    if (n <= 1) return 0;
+    bool same = from.kind == to.kind && (from.kind != MF_SBP_S || from.axis == to.axis);
+    if (same || to.kind == MF_SBP_P || (from.kind == MF_SBP_B && to.kind == MF_SBP_S)) return 0;
+    double f = (double)(n - 1) / n;
+    if (from.kind == MF_SBP_P && to.kind == MF_SBP_B) return 2 * f * bytes;
+    if (from.kind == MF_SBP_S && to.kind == MF_SBP_S) return f * bytes / n;
+    return f * bytes;   /* allgather, reduce-scatter */
+}

