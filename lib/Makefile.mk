@@ -9,12 +9,12 @@ lib_libmf_core_la_SOURCES = \
 	lib/op/softmax.c lib/op/embedding.c lib/op/conv2d.c lib/op/pool.c lib/op/norm.c \
 	lib/op/dropout.c lib/op/loss.c \
 	lib/nn/module.c lib/nn/linear.c lib/nn/conv2d.c lib/nn/pool.c lib/nn/activation.c \
-	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c \
+	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c lib/nn/to_global.c \
 	lib/optim/optimizer.c lib/optim/sgd.c lib/optim/rmsprop.c lib/optim/adam.c \
-	lib/optim/schedule.c lib/optim/clip.c \
+	lib/optim/schedule.c lib/optim/clip.c lib/optim/grad_sync.c \
 	lib/io/idx.c lib/io/dataset.c lib/io/loader.c \
 	lib/global/placement.c lib/global/sbp.c lib/global/gtensor.c lib/global/boxing.c \
-	lib/global/signature.c lib/global/apply.c
+	lib/global/signature.c lib/global/apply.c lib/global/inplace.c
 libmpiflow_la_LIBADD += lib/libmf_core.la
 noinst_HEADERS += lib/internal.h lib/error.h lib/alloc.h lib/backend.h lib/rng.h lib/nn/nn_internal.h \
 	lib/optim/optim_internal.h lib/global/global_internal.h

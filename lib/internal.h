@@ -59,6 +59,11 @@ mf_status mfi_global_set_grad(mf_tensor *t, mf_tensor *grad);
 mf_status mfi_global_backward(mf_tensor *out, mf_tensor *grad, bool retain);
 mf_tensor *mfi_global_detach(mf_tensor *t);
 bool mfi_global_is_leaf(const mf_tensor *t);
+/* t's local piece if global (NULL outside its placement), else t. */
+mf_tensor *mfi_local_piece(const mf_tensor *t);
+typedef enum mfi_inplace { MFI_IP_FILL, MFI_IP_COPY, MFI_IP_ADD, MFI_IP_SCALE, MFI_IP_KEYED } mfi_inplace;
+/* fill/copy/add/scale on a global destination (b: the source or NULL) */
+mf_status mfi_global_inplace(mfi_inplace kind, mf_tensor *a, mf_tensor *b, double v);
 mf_status mfi_global_set_requires_grad(mf_tensor *t, bool on);
 
 /* A new contiguous tensor with uninitialised values. */

@@ -41,6 +41,7 @@ static mf_status keyed_fill(const char *fn, mf_tensor *t, mfi_dist d, double a, 
                             const char *key)
 {
     if (!t) MF_FAIL(MF_ERR_ARG, "%s: tensor is NULL", fn);
+    if (t->global) return mfi_global_inplace(MFI_IP_KEYED, t, NULL, 0);
     if (!mf_dtype_is_float(t->dtype))
         MF_FAIL(MF_ERR_DTYPE, "%s: '%s' is %s, not a float dtype", fn, mf_tensor_name(t), mf_dtype_name(t->dtype));
     if (!mf_tensor_is_contiguous(t)) MF_FAIL(MF_ERR_ARG, "%s: '%s' is not contiguous", fn, mf_tensor_name(t));

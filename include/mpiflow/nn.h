@@ -16,6 +16,7 @@
 
 #include "mpiflow/tensor.h"
 #include "mpiflow/ops.h"
+#include "mpiflow/global.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,6 +78,15 @@ typedef struct mf_tensor_list {
 MF_API mf_tensor_list *mf_module_parameters(const mf_module *m);   /* trainable, state_dict order */
 MF_API mf_tensor_list *mf_module_state_dict(const mf_module *m);   /* parameters and buffers */
 MF_API void mf_tensor_list_destroy(mf_tensor_list *l);
+
+/* ---- global parameters (DESIGN 4): like the seeds' model.to_global.
+ * Initialise first (mf_module_reset_parameters works on local values).
+ * mf_module_param_to_global gives one parameter or buffer its own SBP
+ * (e.g. "hidden.weight" "S(0)" for model parallel); mf_module_to_global
+ * gives every one still local the SBP sbp (e.g. "B" for data parallel).
+ * A split must leave every rank a non-empty piece. Collective. */
+MF_API mf_status mf_module_param_to_global(mf_module *m, const char *dotted, const mf_placement *p, const char *sbp);
+MF_API mf_status mf_module_to_global(mf_module *m, const mf_placement *p, const char *sbp);
 
 /* ---- layers (PyTorch semantics and default initialisation) */
 MF_API mf_module *mf_linear_create(int64_t in_features, int64_t out_features, bool bias);

@@ -52,8 +52,15 @@ MF_API mf_optim *mf_adamw_create(const mf_tensor_list *params, const mf_adam_opt
 MF_API void mf_optim_destroy(mf_optim *o);
 
 /* One update from the parameters' .grad (parameters without a gradient
- * are skipped, as in PyTorch). */
+ * are skipped, as in PyTorch). Global parameters first get their
+ * gradients synced (mf_optim_sync_grads), then their local pieces are
+ * updated. */
 MF_API mf_status mf_optim_step(mf_optim *o);
+/* Boxes each global parameter's gradient from backward's layout (P for a
+ * B parameter) to the parameter's SBP: the allreduce of data parallel.
+ * Collective; a no-op for local parameters and for gradients already
+ * synced. mf_optim_step calls it. */
+MF_API mf_status mf_optim_sync_grads(mf_optim *o);
 /* Drops every parameter's gradient (PyTorch's set_to_none=True). */
 MF_API void mf_optim_zero_grad(mf_optim *o);
 MF_API void mf_optim_set_lr(mf_optim *o, double lr);

@@ -328,6 +328,7 @@ mf_tensor *mfi_unary_grad(mfi_unop op, mf_tensor *gy, mf_tensor *x, mf_tensor *y
 mf_status mf_fill_(mf_tensor *t, double value)
 {
     MF_TRY(mfi_check_input("mf_fill_", "the tensor", t));
+    if (t->global) return mfi_global_inplace(MFI_IP_FILL, t, NULL, value);
     mfi_view v = mfi_view_of(t);
     mf_status st;
     MFI_KERNEL(st, MF_PROF_ELEMENTWISE, mfi_backend_of(t), fill, &v, value);
@@ -339,6 +340,7 @@ mf_status mf_copy_(mf_tensor *dst, mf_tensor *src)
 {
     MF_TRY(mfi_check_input("mf_copy_", "dst", dst));
     MF_TRY(mfi_check_input("mf_copy_", "src", src));
+    if (dst->global || src->global) return mfi_global_inplace(MFI_IP_COPY, dst, src, 0);
     mfi_meta d, s, b;
     mfi_meta_of(dst, &d);
     mfi_meta_of(src, &s);
@@ -359,6 +361,7 @@ mf_status mf_add_(mf_tensor *a, mf_tensor *b, double alpha)
 {
     MF_TRY(mfi_check_input("mf_add_", "a", a));
     MF_TRY(mfi_check_input("mf_add_", "b", b));
+    if (a->global || b->global) return mfi_global_inplace(MFI_IP_ADD, a, b, alpha);
     mfi_meta ma, mb, mo;
     mfi_meta_of(a, &ma);
     mfi_meta_of(b, &mb);
@@ -388,6 +391,7 @@ mf_status mf_add_(mf_tensor *a, mf_tensor *b, double alpha)
 mf_status mf_scale_(mf_tensor *t, double s)
 {
     MF_TRY(mfi_check_input("mf_scale_", "the tensor", t));
+    if (t->global) return mfi_global_inplace(MFI_IP_SCALE, t, NULL, s);
     if (!mf_dtype_is_float(t->dtype)) MF_FAIL(MF_ERR_DTYPE, "mf_scale_: not a float tensor");
     mfi_view v = mfi_view_of(t);
     mf_status st;

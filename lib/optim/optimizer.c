@@ -61,11 +61,15 @@ void mf_optim_destroy(mf_optim *o)
 mf_status mf_optim_step(mf_optim *o)
 {
     if (!o) MF_FAIL(MF_ERR_ARG, "mf_optim_step: optimizer is NULL");
+    MF_TRY(mf_optim_sync_grads(o));
     for (int i = 0; i < o->n; i++) {
         mfi_opt_param *p = &o->params[i];
-        mf_tensor *g = mf_tensor_grad(p->p);
+        /* global parameters: update the local piece with its synced gradient */
+        mf_tensor *pt = mfi_local_piece(p->p);
+        if (!pt) continue;
+        mf_tensor *g = pt->grad;
         if (!g) continue;
-        if (!mf_tensor_is_contiguous(p->p))
+        if (!mf_tensor_is_contiguous(pt))
             MF_FAIL(MF_ERR_ARG, "%s: parameter '%s' is not contiguous", o->type, p->name);
         mf_tensor *gc = mfi_contiguous_raw(g);
         if (!gc) return mf_last_status();
@@ -74,7 +78,7 @@ mf_status mf_optim_step(mf_optim *o)
         for (int k = 0; k < o->nstate && st == MF_OK; k++) {
             if (!o->uses[k]) continue;
             if (!p->state[k]) {
-                p->state[k] = mf_zeros_like(p->p);
+                p->state[k] = mf_zeros_like(pt);
                 if (!p->state[k]) st = mf_last_status();
                 else {
                     char nm[512];
@@ -86,9 +90,9 @@ mf_status mf_optim_step(mf_optim *o)
         }
         if (st == MF_OK) {
             p->step++;
-            mfi_view vp = mfi_view_of(p->p), vg = mfi_view_of(gc);
+            mfi_view vp = mfi_view_of(pt), vg = mfi_view_of(gc);
             st = o->update(o, p, &vp, &vg, vs);
-            mfi_bump_version(p->p);
+            mfi_bump_version(pt);
         }
         mf_tensor_destroy(gc);
         if (st != MF_OK) return mfi_error_context("%s: parameter '%s'", o->type, p->name);
