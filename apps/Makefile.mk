@@ -1,5 +1,5 @@
 # apps/: the programs users run.
 bin_PROGRAMS += mpiflow-train
-mpiflow_train_SOURCES = apps/train.c apps/train_opts.c
+mpiflow_train_SOURCES = apps/train.c apps/train_opts.c apps/parallel.c
 mpiflow_train_LDADD = libmpiflow.la
-noinst_HEADERS += apps/train_opts.h
+noinst_HEADERS += apps/train_opts.h apps/parallel.h

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "apps/parallel.h"
 #include "apps/train_opts.h"
 #include "mpiflow.h"
 
@@ -26,6 +27,8 @@ typedef struct run {
     double mean, std;
     int64_t total_steps, steps_per_epoch, total_epochs;
     bool bar;
+    par par;
+    char err[512];           /* a setup message for every rank */
 } run;
 
 /* Prints the failure on every rank that saw it and returns the exit code. */
@@ -72,6 +75,8 @@ static mf_status build(run *r)
     mf_manual_seed(o->seed);
     r->model = mf_model_create(o->model, shape[0], shape[1], shape[2], mf_dataset_classes(r->train));
     if (!r->model) return mf_last_status();
+    mf_status pst = par_setup(&r->par, o, r->model, r->err, sizeof r->err);
+    if (pst != MF_OK) return pst;
     r->params = mf_module_parameters(r->model);
     if (!r->params) return mf_last_status();
     if (!strcmp(o->optimizer, "sgd") || !strcmp(o->optimizer, "momentum")) {
@@ -161,6 +166,7 @@ static mf_status evaluate(run *r, double *loss, double *acc)
     for (int64_t b = 0; b < batches && st == MF_OK; b++) {
         mf_tensor *x, *y, *out = NULL, *ls = NULL, *pred = NULL, *eq = NULL, *c = NULL;
         st = mf_loader_next(l, &x, &y);
+        if (st == MF_OK) st = par_batch(&r->par, &x, &y);
         if (st != MF_OK) break;
         out = mf_module_forward(r->model, x);
         ls = out ? mf_cross_entropy(out, y, MF_REDUCTION_SUM) : NULL;
@@ -188,6 +194,7 @@ static mf_status train_step(run *r, double *loss_out)
 {
     mf_tensor *x, *y;
     mf_status st = mf_loader_next(r->loader, &x, &y);
+    if (st == MF_OK) st = par_batch(&r->par, &x, &y);
     if (st != MF_OK) return st;
     mf_optim_zero_grad(r->optim);
     mf_tensor *out = mf_module_forward(r->model, x);
@@ -315,6 +322,7 @@ static void cleanup(run *r)
     mf_tensor_list_destroy(r->params);
     mf_module_destroy(r->model);
     mf_loader_destroy(r->loader);
+    par_destroy(&r->par);
     mf_dataset_destroy(r->train);
     mf_dataset_destroy(r->test);
 }
@@ -347,19 +355,29 @@ int main(int argc, char **argv)
     }
     st = mf_agree(build(&r));
     if (st != MF_OK) {
-        code = report("setting up", input_code(st));
+        if (r.err[0]) {
+            fprintf(stderr, "mpiflow-train: error: %s\n", r.err);
+            code = EXIT_BAD_INPUT;
+        } else {
+            code = report("setting up", input_code(st));
+        }
         goto out;
     }
     if (mf_rank() == 0) {
         printf("mpiflow-train: model %s (%lld parameters), %s: %lld train / %lld test samples\n", r.o.model,
                (long long)mf_module_num_parameters(r.model), r.o.dataset, (long long)mf_dataset_size(r.train),
                r.test ? (long long)mf_dataset_size(r.test) : 0LL);
-        printf("mpiflow-train: batch %lld, %s lr %g, %lld steps (%lld per epoch), %d rank(s) x %d thread(s)\n",
+        char pd[256];
+        par_describe(&r.par, pd, sizeof pd);
+        printf("mpiflow-train: batch %lld, %s lr %g, %lld steps (%lld per epoch), %d rank(s) x %d thread(s), "
+               "parallel %s\n",
                (long long)r.o.batch_size, r.o.optimizer, r.o.lr, (long long)r.total_steps,
-               (long long)r.steps_per_epoch, mf_world_size(), mf_threads());
+               (long long)r.steps_per_epoch, mf_world_size(), mf_threads(), pd);
         fflush(stdout);
     }
     code = train(&r);
+    if (code == 0 && r.o.dump_params && par_dump_params(r.model, r.o.dump_params) != MF_OK)
+        code = report("--dump-params", 1);
 out:
     cleanup(&r);
     mf_finalize();

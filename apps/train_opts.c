@@ -38,6 +38,16 @@ void train_opts_usage(FILE *f)
         "  --lr-step-size N --lr-gamma G      step: lr * G every N steps (default 1000, 0.1)\n"
         "  --warmup-steps N --lr-min X        cosine: linear warmup, then decay to X\n"
         "  --lr-boundaries S1,S2,.. --lr-values V0,V1,V2,..   piecewise constant\n"
+        "parallel (DESIGN 4: only SBP choices; see doc/parallelism.md):\n"
+        "  --parallel none|dp|mp|hybrid|2d   (default: none on 1 rank, dp on more)\n"
+        "      dp      parameters B, data S(0): data parallel\n"
+        "      mp      every Linear weight and bias S(0), data B: model parallel\n"
+        "      hybrid  hidden layers data parallel, the output layer S(0)\n"
+        "      2d      mesh dp x tp: Linear weights (B,S(0)), data (S(0),B)\n"
+        "      conv layers stay data parallel (B) in every mode\n"
+        "  --mesh RxC                 2d mesh: R data-parallel x C tensor-parallel ranks\n"
+        "                             (default: 2 x N/2 for an even N, else N x 1)\n"
+        "  --dump-params FILE         after training, write every parameter (gathered) as text\n"
         "run:\n"
         "  --seed S                   seed for initialisation, dropout and shuffling (default 0)\n"
         "  --threads T                compute threads per rank (default cores / ranks per node)\n"
@@ -114,7 +124,7 @@ enum {
     OPT_MODEL = 256, OPT_DATASET, OPT_DATA_DIR, OPT_SYNTH, OPT_EPOCHS, OPT_STEPS, OPT_BATCH, OPT_OPTIM, OPT_LR,
     OPT_MOMENTUM, OPT_WD, OPT_CLIP, OPT_SCHED, OPT_STEP_SIZE, OPT_GAMMA, OPT_WARMUP, OPT_LR_MIN, OPT_BOUNDS,
     OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
-    OPT_PROFILE, OPT_PREFETCH, OPT_HELP, OPT_VERSION
+    OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -146,6 +156,9 @@ static const struct option longopts[] = {
     {"no-eval", no_argument, 0, OPT_NO_EVAL},
     {"profile", no_argument, 0, OPT_PROFILE},
     {"prefetch", required_argument, 0, OPT_PREFETCH},
+    {"parallel", required_argument, 0, OPT_PARALLEL},
+    {"mesh", required_argument, 0, OPT_MESH},
+    {"dump-params", required_argument, 0, OPT_DUMP},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -157,6 +170,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     static const char *const datasets[] = {"fashion-mnist", "synthetic", NULL};
     static const char *const optims[] = {"sgd", "momentum", "rmsprop", "adam", "adamw", NULL};
     static const char *const scheds[] = {"constant", "step", "cosine", "piecewise", NULL};
+    static const char *const parallels[] = {"none", "dp", "mp", "hybrid", "2d", NULL};
     memset(o, 0, sizeof *o);
     o->model = "mlp";
     o->dataset = "fashion-mnist";
@@ -287,6 +301,19 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         case OPT_METRICS: o->metrics = v; break;
         case OPT_NO_EVAL: o->eval = false; break;
         case OPT_PROFILE: o->profile = true; break;
+        case OPT_PARALLEL:
+            if (!one_of(v, parallels)) return fail(err, len, "--parallel: '%s' is not one of none, dp, mp, hybrid, 2d", v);
+            o->parallel = v;
+            break;
+        case OPT_MESH: {
+            char *end;
+            long r = strtol(v, &end, 10), c = *end == 'x' ? strtol(end + 1, &end, 10) : 0;
+            if (r < 1 || c < 1 || *end) return fail(err, len, "--mesh: '%s' is not RxC (e.g. 2x2)", v);
+            o->mesh_r = (int)r;
+            o->mesh_c = (int)c;
+            break;
+        }
+        case OPT_DUMP: o->dump_params = v; break;
         case OPT_PREFETCH:
             if (!strcmp(v, "auto")) o->prefetch = -1;
             else if (!strcmp(v, "on")) o->prefetch = 1;
@@ -309,6 +336,8 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         }
     }
     if (optind < argc) return fail(err, len, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (o->mesh_r && (!o->parallel || strcmp(o->parallel, "2d")))
+        return fail(err, len, "--mesh: only for --parallel 2d");
     if (o->epochs && o->steps) return fail(err, len, "--epochs and --steps: give one, not both");
     if (!o->epochs && !o->steps) o->epochs = 1;
     bool adam = !strcmp(o->optimizer, "adam") || !strcmp(o->optimizer, "adamw");

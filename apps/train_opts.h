@@ -27,6 +27,9 @@ typedef struct train_opts {
     bool eval;
     bool profile;                     /* print time per kernel class at the end */
     int prefetch;                     /* -1 auto (when a core is spare), 0 off, 1 on */
+    const char *parallel;             /* NULL: none on 1 rank, dp on more */
+    int mesh_r, mesh_c;               /* --mesh RxC, 0 if not given */
+    const char *dump_params;
 } train_opts;
 
 /* 0: run; 1: --help or --version was printed; 2: bad input (err says

@@ -1,0 +1,29 @@
+/*
+ * apps/parallel.h - mpiflow-train's --parallel modes: placements and SBP
+ * choices for the model's parameters and the data (DESIGN 4).
+ */
+#ifndef MPIFLOW_APPS_PARALLEL_H
+#define MPIFLOW_APPS_PARALLEL_H
+
+#include "apps/train_opts.h"
+#include "mpiflow.h"
+
+typedef struct par {
+    const char *mode;          /* "none", "dp", "mp", "hybrid", "2d" */
+    mf_placement *p;           /* NULL for none */
+    const char *data_sbp;
+    int mesh_r, mesh_c;
+} par;
+
+/* Picks the mode and mesh, and makes the model's parameters global.
+ * Collective. On bad flags returns MF_ERR_ARG with err filled. */
+mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len);
+/* Replaces the (whole, same on every rank) batch by global tensors. */
+mf_status par_batch(const par *pp, mf_tensor **x, mf_tensor **y);
+/* "dp on 4 ranks (0-3)" */
+void par_describe(const par *pp, char *buf, size_t len);
+/* Writes every parameter, gathered, as text (rank 0). Collective. */
+mf_status par_dump_params(mf_module *model, const char *path);
+void par_destroy(par *pp);
+
+#endif
