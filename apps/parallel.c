@@ -60,9 +60,15 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
         }
         pp->p = mf_placement_world_mesh(2, (const int[]){pp->mesh_r, pp->mesh_c});
         pp->data_sbp = "S(0),B";
+        pp->shard_index = mf_rank() / pp->mesh_c;   /* the row of the mesh */
+        pp->shard_count = pp->mesh_r;
     } else {
         pp->p = mf_placement_world();
         pp->data_sbp = !strcmp(pp->mode, "mp") ? "B" : "S(0)";
+        if (strcmp(pp->mode, "mp")) {
+            pp->shard_index = mf_rank();
+            pp->shard_count = n;
+        }
     }
     if (!pp->p) return mf_last_status();
     mf_status st = place_params(pp, model);
@@ -70,11 +76,21 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
     return st;
 }
 
-mf_status par_batch(const par *pp, mf_tensor **x, mf_tensor **y)
+mf_status par_batch(const par *pp, int64_t rows, mf_tensor **x, mf_tensor **y)
 {
     if (!pp->p) return MF_OK;
-    mf_tensor *gx = mf_global_from_full(*x, pp->p, pp->data_sbp);
-    mf_tensor *gy = gx ? mf_global_from_full(*y, pp->p, pp->data_sbp) : NULL;
+    mf_tensor *gx, *gy;
+    if (pp->shard_count > 1) {
+        int64_t xs[MF_MAX_DIMS];
+        int nd = mf_tensor_ndim(*x);
+        memcpy(xs, mf_tensor_shape(*x), (size_t)nd * sizeof *xs);
+        xs[0] = rows;
+        gx = mf_global_from_piece(*x, nd, xs, pp->p, pp->data_sbp);
+        gy = gx ? mf_global_from_piece(*y, 1, &rows, pp->p, pp->data_sbp) : NULL;
+    } else {
+        gx = mf_global_from_full(*x, pp->p, pp->data_sbp);
+        gy = gx ? mf_global_from_full(*y, pp->p, pp->data_sbp) : NULL;
+    }
     mf_tensor_destroy(*x);
     mf_tensor_destroy(*y);
     *x = gx;

@@ -13,13 +13,15 @@ typedef struct par {
     mf_placement *p;           /* NULL for none */
     const char *data_sbp;
     int mesh_r, mesh_c;
+    int shard_index, shard_count;   /* which rows of each batch this rank loads */
 } par;
 
 /* Picks the mode and mesh, and makes the model's parameters global.
  * Collective. On bad flags returns MF_ERR_ARG with err filled. */
 mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len);
-/* Replaces the (whole, same on every rank) batch by global tensors. */
-mf_status par_batch(const par *pp, mf_tensor **x, mf_tensor **y);
+/* Replaces the batch by global tensors: x and y hold this rank's shard
+ * (the loader made only those rows) of a batch of `rows` samples. */
+mf_status par_batch(const par *pp, int64_t rows, mf_tensor **x, mf_tensor **y);
 /* "dp on 4 ranks (0-3)" */
 void par_describe(const par *pp, char *buf, size_t len);
 /* Writes every parameter, gathered, as text (rank 0). Collective. */

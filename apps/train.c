@@ -99,7 +99,8 @@ static mf_status build(run *r)
     }
     if (!r->optim) return mf_last_status();
     bool prefetch = o->prefetch < 0 ? mf_threads() < mf_cores() : o->prefetch > 0;
-    mf_loader_opts lo = {o->batch_size, o->seed, true, true, r->mean, r->std, prefetch};
+    mf_loader_opts lo = {o->batch_size, o->seed, true, true, r->mean, r->std, prefetch, r->par.shard_index,
+                         r->par.shard_count};
     r->loader = mf_loader_create(r->train, &lo);
     if (!r->loader) return mf_last_status();
     r->steps_per_epoch = mf_loader_batches_per_epoch(r->loader);
@@ -155,7 +156,8 @@ static void progress(run *r, int64_t step, int64_t epoch, double loss, double lr
 /* Mean loss and accuracy on the test split, in eval mode. */
 static mf_status evaluate(run *r, double *loss, double *acc)
 {
-    mf_loader_opts lo = {r->o.eval_batch_size, 0, false, false, r->mean, r->std, false};
+    mf_loader_opts lo = {r->o.eval_batch_size, 0, false, false, r->mean, r->std, false, r->par.shard_index,
+                         r->par.shard_count};
     mf_loader *l = mf_loader_create(r->test, &lo);
     if (!l) return mf_last_status();
     mf_module_train(r->model, false);
@@ -166,7 +168,7 @@ static mf_status evaluate(run *r, double *loss, double *acc)
     for (int64_t b = 0; b < batches && st == MF_OK; b++) {
         mf_tensor *x, *y, *out = NULL, *ls = NULL, *pred = NULL, *eq = NULL, *c = NULL;
         st = mf_loader_next(l, &x, &y);
-        if (st == MF_OK) st = par_batch(&r->par, &x, &y);
+        if (st == MF_OK) st = par_batch(&r->par, mf_loader_batch_rows(l), &x, &y);
         if (st != MF_OK) break;
         out = mf_module_forward(r->model, x);
         ls = out ? mf_cross_entropy(out, y, MF_REDUCTION_SUM) : NULL;
@@ -194,7 +196,7 @@ static mf_status train_step(run *r, double *loss_out)
 {
     mf_tensor *x, *y;
     mf_status st = mf_loader_next(r->loader, &x, &y);
-    if (st == MF_OK) st = par_batch(&r->par, &x, &y);
+    if (st == MF_OK) st = par_batch(&r->par, mf_loader_batch_rows(r->loader), &x, &y);
     if (st != MF_OK) return st;
     mf_optim_zero_grad(r->optim);
     mf_tensor *out = mf_module_forward(r->model, x);

@@ -1,6 +1,8 @@
 # bench/: benchmark programs that print tables (not tests). See
 # doc/performance.md for how to run them and the recorded results.
-noinst_PROGRAMS += bench/bench_train bench/bench_conv
+noinst_PROGRAMS += bench/bench_train bench/bench_conv bench/bench_boxing
+bench_bench_boxing_SOURCES = bench/bench_boxing.c
+bench_bench_boxing_LDADD = libmpiflow.la
 bench_bench_train_SOURCES = bench/bench_train.c
 bench_bench_train_LDADD = libmpiflow.la
 bench_bench_conv_SOURCES = bench/bench_conv.c

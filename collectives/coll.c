@@ -40,6 +40,13 @@ static mf_status to_int(const char *what, int64_t n, int *out)
     return MF_OK;
 }
 
+static bool all_equal(int n, const int64_t *v)
+{
+    for (int r = 1; r < n; r++)
+        if (v[r] != v[0]) return false;
+    return true;
+}
+
 /* counts and displacements as MPI ints, in one allocation */
 static mf_status int_counts(const char *what, int n, const int64_t *counts, int **cnt, int **disp)
 {
@@ -93,13 +100,17 @@ void mfi_comm_free(mf_comm *c)
 int mfi_comm_rank_in(const mf_comm *c) { return c ? c->rank : -1; }
 int mfi_comm_size_of(const mf_comm *c) { return c ? c->size : 0; }
 
-mf_status mfi_allreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
+mf_status mfi_allreduce(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt)
 {
     int n = 0;
     MF_TRY(check_comm("allreduce", c, dt));
     MF_TRY(to_int("allreduce", count, &n));
-    if (c->size == 1 || n == 0) return MF_OK;
-    MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, n, mpi_type(dt), MPI_SUM, c->comm));
+    if (n == 0) return MF_OK;
+    if (c->size == 1) {
+        if (send != recv) memcpy(recv, send, (size_t)n * mf_dtype_size(dt));
+        return MF_OK;
+    }
+    MFI_MPI_TRY(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, mpi_type(dt), MPI_SUM, c->comm));
     return MF_OK;
 }
 
@@ -111,6 +122,12 @@ mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int
         return MF_OK;
     }
     int *cnt, *disp;
+    if (all_equal(c->size, counts)) {   /* MPI's block variant picks better algorithms */
+        int n = 0;
+        MF_TRY(to_int("reduce-scatter", counts[0], &n));
+        MFI_MPI_TRY(MPI_Reduce_scatter_block(send, recv, n, mpi_type(dt), MPI_SUM, c->comm));
+        return MF_OK;
+    }
     MF_TRY(int_counts("reduce-scatter", c->size, counts, &cnt, &disp));
     int rc = MPI_Reduce_scatter(send, recv, cnt, mpi_type(dt), MPI_SUM, c->comm);
     free(cnt);
@@ -125,6 +142,12 @@ mf_status mfi_allgather(mf_comm *c, const void *send, void *recv, const int64_t 
         return MF_OK;
     }
     int *cnt, *disp;
+    if (all_equal(c->size, counts)) {
+        int n = 0;
+        MF_TRY(to_int("allgather", counts[0], &n));
+        MFI_MPI_TRY(MPI_Allgather(send, n, mpi_type(dt), recv, n, mpi_type(dt), c->comm));
+        return MF_OK;
+    }
     MF_TRY(int_counts("allgather", c->size, counts, &cnt, &disp));
     int rc = MPI_Allgatherv(send, cnt[c->rank], mpi_type(dt), recv, cnt, disp, mpi_type(dt), c->comm);
     free(cnt);
@@ -135,6 +158,12 @@ mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, voi
                        const int64_t *rcounts, mf_dtype dt)
 {
     MF_TRY(check_comm("all-to-all", c, dt));
+    if (all_equal(c->size, scounts) && all_equal(c->size, rcounts) && scounts[0] == rcounts[0]) {
+        int n = 0;
+        MF_TRY(to_int("all-to-all", scounts[0], &n));
+        MFI_MPI_TRY(MPI_Alltoall(send, n, mpi_type(dt), recv, n, mpi_type(dt), c->comm));
+        return MF_OK;
+    }
     int *sc, *sd, *rc_, *rd;
     MF_TRY(int_counts("all-to-all", c->size, scounts, &sc, &sd));
     mf_status st = int_counts("all-to-all", c->size, rcounts, &rc_, &rd);

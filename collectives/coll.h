@@ -30,8 +30,8 @@ void mfi_comm_free(mf_comm *c);
 int mfi_comm_rank_in(const mf_comm *c);
 int mfi_comm_size_of(const mf_comm *c);
 
-/* In-place sum over all ranks of c. */
-mf_status mfi_allreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt);
+/* Sum over all ranks of c of send into recv (send == recv: in place). */
+mf_status mfi_allreduce(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt);
 /* send holds size pieces back to back (counts[r] elements for rank r);
  * recv gets the sum of this rank's piece. */
 mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);

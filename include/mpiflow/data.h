@@ -54,6 +54,10 @@ typedef struct mf_loader_opts {
     bool drop_last;      /* true: skip the last partial batch */
     double mean, std;    /* x = (pixel/255 - mean) / std */
     bool prefetch;       /* assemble the next batch in a helper thread */
+    /* shard_count > 1: make only piece shard_index of each batch (DESIGN
+     * 3's balanced split of its samples), for data-parallel ranks that
+     * hold their S(0) piece; the cursor still moves by whole batches */
+    int shard_index, shard_count;
 } mf_loader_opts;
 
 typedef struct mf_loader mf_loader;
@@ -64,6 +68,9 @@ MF_API void mf_loader_destroy(mf_loader *l);
 MF_API mf_status mf_loader_next(mf_loader *l, mf_tensor **x, mf_tensor **y);
 MF_API int64_t mf_loader_batches_per_epoch(const mf_loader *l);
 MF_API int64_t mf_loader_epoch(const mf_loader *l);    /* of the next batch */
+/* Samples in the whole batch mf_loader_next last returned (with a shard,
+ * more than this rank's piece holds). */
+MF_API int64_t mf_loader_batch_rows(const mf_loader *l);
 MF_API int64_t mf_loader_cursor(const mf_loader *l);   /* samples consumed in that epoch */
 /* Continue from (epoch, cursor), e.g. when resuming from a checkpoint. */
 MF_API mf_status mf_loader_seek(mf_loader *l, int64_t epoch, int64_t cursor);

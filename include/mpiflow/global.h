@@ -76,6 +76,16 @@ MF_API mf_tensor *mf_to_global(mf_tensor *local, const mf_placement *p, const ch
 /* full holds the whole value on every rank (same on all): each rank
  * keeps its piece, without communication. */
 MF_API mf_tensor *mf_global_from_full(mf_tensor *full, const mf_placement *p, const char *sbp);
+/* From this rank's piece of a tensor of global shape gshape: the piece
+ * must be exactly the block p and sbp give this rank (checked here,
+ * without communication; NULL is allowed outside the placement). For a
+ * data loader that makes only its own rows. Not collective. */
+MF_API mf_tensor *mf_global_from_piece(mf_tensor *piece, int ndim, const int64_t *gshape, const mf_placement *p,
+                                       const char *sbp);
+/* The block [start, start + count) per axis that this rank holds under
+ * p and sbp (count all 0 outside the placement). Not collective. */
+MF_API mf_status mf_global_piece_range(const mf_placement *p, const char *sbp, int ndim, const int64_t *gshape,
+                                       int64_t *start, int64_t *count);
 MF_API mf_tensor *mf_global_zeros(mf_dtype dt, int ndim, const int64_t *shape, const mf_placement *p,
                                   const char *sbp);
 MF_API mf_tensor *mf_global_ones(mf_dtype dt, int ndim, const int64_t *shape, const mf_placement *p,

@@ -94,12 +94,13 @@ static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, 
     mf_status st = MF_OK;
     int64_t *cnt = calloc(2 * (size_t)n, sizeof *cnt), *cnt2 = cnt + n;
     void *tmp = NULL;
+    size_t tmp_bytes = 0;     /* from the caching allocator: no fresh pages per call */
     if (!cnt) MF_FAIL(MF_ERR_NOMEM, "boxing: out of memory");
 
     if (from.kind == MF_SBP_P && to.kind == MF_SBP_B) {
-        out = mf_clone(in);
+        out = new_like(dt, nd, pb.count, false);
         if (!out) MF_TRY_OUT(mf_last_status());
-        MF_TRY_OUT(mfi_allreduce(comm, mf_tensor_data(out), mf_tensor_numel(out), dt));
+        MF_TRY_OUT(mfi_allreduce(comm, mf_tensor_data(in), mf_tensor_data(out), mf_tensor_numel(out), dt));
     } else if ((from.kind == MF_SBP_B || from.kind == MF_SBP_S) && to.kind == MF_SBP_P) {
         out = new_like(dt, nd, pb.count, true);
         if (!out) MF_TRY_OUT(mf_last_status());
@@ -130,7 +131,7 @@ static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, 
         if (outer == 1) {
             MF_TRY_OUT(mfi_allgather(comm, mf_tensor_data(in), mf_tensor_data(out), cnt, dt));
         } else {
-            tmp = malloc((size_t)mf_tensor_numel(out) * es + 1);
+            tmp = mfi_alloc(tmp_bytes = (size_t)mf_tensor_numel(out) * es + 1);
             if (!tmp) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
             MF_TRY_OUT(mfi_allgather(comm, mf_tensor_data(in), tmp, cnt, dt));
             size_t off = 0;
@@ -144,16 +145,18 @@ static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, 
         int ax = to.axis;
         int64_t outer = prod(pb.count, 0, ax), inner = prod(pb.count, ax + 1, nd), s0, len;
         out = new_like(dt, nd, ob.count, false);
-        tmp = malloc((size_t)mf_tensor_numel(in) * es + 1);
-        if (!out || !tmp) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
+        /* pieces along the outermost axis are already back to back */
+        tmp = outer == 1 ? NULL : mfi_alloc(tmp_bytes = (size_t)mf_tensor_numel(in) * es + 1);
+        if (!out || (outer != 1 && !tmp)) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
         size_t off = 0;
         for (int r = 0; r < n; r++) {
             mfi_split(pb.count[ax], n, r, &s0, &len);
             cnt[r] = outer * len * inner;
-            mfi_pack_axis(mf_tensor_data(in), es, outer, pb.count[ax], inner, s0, len, (char *)tmp + off * es);
+            if (tmp)
+                mfi_pack_axis(mf_tensor_data(in), es, outer, pb.count[ax], inner, s0, len, (char *)tmp + off * es);
             off += (size_t)cnt[r];
         }
-        MF_TRY_OUT(mfi_reduce_scatter(comm, tmp, mf_tensor_data(out), cnt, dt));
+        MF_TRY_OUT(mfi_reduce_scatter(comm, tmp ? tmp : mf_tensor_data(in), mf_tensor_data(out), cnt, dt));
     } else if (from.kind == MF_SBP_S && to.kind == MF_SBP_S) {
         /* all-to-all: send peer j my block of its b-range; receive peer
          * i's a-range of my b-range */
@@ -165,7 +168,7 @@ static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, 
         out = new_like(dt, nd, ob.count, false);
         if (!out) MF_TRY_OUT(mf_last_status());
         nout = (size_t)mf_tensor_numel(out);
-        tmp = malloc((nin + nout) * es + 1);
+        tmp = mfi_alloc(tmp_bytes = (nin + nout) * es + 1);
         if (!tmp) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
         char *sbuf = tmp, *rbuf = (char *)tmp + nin * es;
         int64_t so = prod(ib.count, 0, B), si = prod(ib.count, B + 1, nd);
@@ -194,7 +197,7 @@ static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, 
     *cur = nxt;
 out:
     free(cnt);
-    free(tmp);
+    if (tmp) mfi_free(tmp, tmp_bytes);
     if (st != MF_OK) {
         mf_tensor_destroy(out);
         return st;

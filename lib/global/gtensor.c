@@ -170,7 +170,7 @@ mf_tensor *mf_to_global(mf_tensor *local, const mf_placement *p, const char *sbp
         if (s.d[d].kind != MF_SBP_S) continue;
         int a = s.d[d].axis;
         int64_t len = lens[a], total = len;
-        if (mfi_allreduce(p->dim_comm[d], &total, 1, MF_I64) != MF_OK) return NULL;
+        if (mfi_allreduce(p->dim_comm[d], &total, &total, 1, MF_I64) != MF_OK) return NULL;
         int64_t st0, want;
         mfi_split(total, p->mesh[d], p->coord[d], &st0, &want);
         if (want != len && st == MF_OK) {
@@ -493,3 +493,64 @@ bool mfi_global_is_leaf(const mf_tensor *t)
 }
 
 mf_tensor *mfi_local_piece(const mf_tensor *t) { return mfi_local(t); }
+
+static mf_status shape_meta(const char *fn, mf_dtype dt, int ndim, const int64_t *shape, mfi_meta *gm)
+{
+    if (ndim < 0 || ndim > MF_MAX_DIMS || (ndim && !shape)) MF_FAIL(MF_ERR_ARG, "%s: bad shape", fn);
+    memset(gm, 0, sizeof *gm);
+    gm->dtype = dt;
+    gm->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) MF_FAIL(MF_ERR_ARG, "%s: negative size %lld", fn, (long long)shape[i]);
+        gm->shape[i] = shape[i];
+    }
+    return MF_OK;
+}
+
+mf_status mf_global_piece_range(const mf_placement *p, const char *sbp, int ndim, const int64_t *gshape,
+                                int64_t *start, int64_t *count)
+{
+    const char *fn = "mf_global_piece_range";
+    mf_nd_sbp s;
+    mfi_meta gm;
+    MF_TRY(shape_meta(fn, MF_F32, ndim, gshape, &gm));
+    MF_TRY(mfi_nd_sbp_from(fn, sbp, p, ndim, &s));
+    mfi_box b;
+    memset(&b, 0, sizeof b);
+    if (p->index >= 0) mfi_region(&gm, &s, p, p->coord, &b);
+    memcpy(start, b.start, (size_t)ndim * sizeof *start);
+    memcpy(count, b.count, (size_t)ndim * sizeof *count);
+    return MF_OK;
+}
+
+mf_tensor *mf_global_from_piece(mf_tensor *piece, int ndim, const int64_t *gshape, const mf_placement *p,
+                                const char *sbp)
+{
+    const char *fn = "mf_global_from_piece";
+    mf_nd_sbp s;
+    mfi_meta gm;
+    if (!p) {
+        mfi_error(MF_ERR_ARG, "%s: placement is NULL", fn);
+        return NULL;
+    }
+    if (p->index >= 0 && mfi_check_input(fn, "piece", piece) != MF_OK) return NULL;
+    if (piece && piece->global) {
+        mfi_error(MF_ERR_ARG, "%s: the piece is already global", fn);
+        return NULL;
+    }
+    if (shape_meta(fn, piece ? piece->dtype : MF_F32, ndim, gshape, &gm) != MF_OK) return NULL;
+    if (mfi_nd_sbp_from(fn, sbp, p, ndim, &s) != MF_OK) return NULL;
+    if (p->index < 0) return mfi_global_wrap(NULL, p, &s, &gm, false);
+    mfi_box b;
+    mfi_region(&gm, &s, p, p->coord, &b);
+    bool ok = piece->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = piece->shape[i] == b.count[i];
+    if (!ok) {
+        char a[128], w[128], c[128];
+        mfi_error(MF_ERR_SHAPE, "%s: rank %d's piece is %s but %s of %s gives it %s", fn,
+                  mfi_comm_rank_in(mfi_comm_world()), mf_tensor_shape_str(piece, a, sizeof a), sbp,
+                  mfi_shape_str(ndim, gshape, w, sizeof w), mfi_shape_str(ndim, b.count, c, sizeof c));
+        return NULL;
+    }
+    return mfi_global_wrap(mf_tensor_retain(piece), p, &s, &gm, false);
+}

@@ -29,6 +29,7 @@ struct mf_loader {
     const mf_dataset *ds;
     mf_loader_opts o;
     int64_t epoch, cursor;
+    int64_t last_rows;       /* rows of the whole batch last returned */
     int64_t *perm;
     int64_t perm_epoch;
     float scale, shift;      /* x = pixel * scale + shift */
@@ -92,6 +93,11 @@ static mf_status make_batch(mf_loader *l, int64_t epoch, int64_t cursor, bool pa
     MF_TRY(build_perm(l, epoch));
     int64_t n = mf_dataset_size(l->ds), b = l->o.batch_size;
     if (b > n - cursor) b = n - cursor;
+    if (l->o.shard_count > 1) {   /* this rank's rows of the batch */
+        int64_t q = b / l->o.shard_count, r = b % l->o.shard_count, k = l->o.shard_index;
+        cursor += k * q + (k < r ? k : r);
+        b = q + (k < r);
+    }
     int64_t shape[3];
     mf_dataset_sample_shape(l->ds, shape);
     int64_t d = shape[0] * shape[1] * shape[2];
@@ -175,6 +181,10 @@ mf_loader *mf_loader_create(const mf_dataset *ds, const mf_loader_opts *o)
         mfi_error(MF_ERR_ARG, "mf_loader_create: std %g must be > 0", o->std);
         return NULL;
     }
+    if (o->shard_count < 0 || (o->shard_count > 0 && (o->shard_index < 0 || o->shard_index >= o->shard_count))) {
+        mfi_error(MF_ERR_ARG, "mf_loader_create: shard %d of %d is out of range", o->shard_index, o->shard_count);
+        return NULL;
+    }
     mf_loader *l = calloc(1, sizeof *l);
     if (!l || !(l->perm = malloc((size_t)(n ? n : 1) * sizeof *l->perm))) {
         free(l);
@@ -220,6 +230,7 @@ int64_t mf_loader_batches_per_epoch(const mf_loader *l)
 }
 
 int64_t mf_loader_epoch(const mf_loader *l) { return l->epoch; }
+int64_t mf_loader_batch_rows(const mf_loader *l) { return l->last_rows; }
 int64_t mf_loader_cursor(const mf_loader *l) { return l->cursor; }
 
 mf_status mf_loader_seek(mf_loader *l, int64_t epoch, int64_t cursor)
@@ -267,7 +278,11 @@ mf_status mf_loader_next(mf_loader *l, mf_tensor **x, mf_tensor **y)
         st = make_batch(l, l->epoch, l->cursor, !l->threaded, x, y);
     }
     if (st == MF_OK) {
-        l->cursor += mf_tensor_dim(*x, 0);
+        /* the whole batch's rows, also when this rank made only its shard */
+        int64_t rows = mf_dataset_size(l->ds) - l->cursor;
+        if (rows > l->o.batch_size) rows = l->o.batch_size;
+        l->last_rows = rows;
+        l->cursor += rows;
         if (l->threaded) {
             /* start on the batch after this one */
             int64_t e = l->epoch, c = l->cursor;
