@@ -24,6 +24,10 @@ expect_bad "--epochs needs a value" --epochs
 expect_bad "unexpected argument 'extra'" extra
 expect_bad "--lr-schedule piecewise" --lr-schedule piecewise --lr-boundaries 10
 expect_bad "not found in $TMPDIR_TEST/empty" --data-dir "$TMPDIR_TEST/empty"
+expect_bad "--parallel: 'tp'" --parallel tp
+expect_bad "--mesh: only for --parallel 2d" --parallel dp --mesh 2x1
+expect_bad "--mesh: '2by2'" --parallel 2d --mesh 2by2
+expect_bad "--mesh 2x2 has 4 ranks but the job has 1" --dataset synthetic --parallel 2d --mesh 2x2
 
 # corrupt data: a header that is not IDX, and a file cut short
 mkdir -p "$TMPDIR_TEST/bad" "$TMPDIR_TEST/short"
@@ -45,7 +49,15 @@ rc=$?
 [ "$rc" -eq 2 ] || fail "2 ranks: exit $rc, expected 2"
 [ "$(grep -c "'resnet'" "$TMPDIR_TEST/out")" -eq 2 ] || fail "2 ranks: expected the message from both ranks"
 
+# a mesh that does not fit the job: every rank says so, exit 2, no hang
+"$MPIEXEC" -n 3 "$TRAIN" --dataset synthetic --parallel 2d --mesh 2x2 >"$TMPDIR_TEST/out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || fail "3 ranks, mesh 2x2: exit $rc, expected 2"
+[ "$(grep -c "mesh 2x2 has 4 ranks but the job has 3" "$TMPDIR_TEST/out")" -eq 3 ] ||
+    fail "3 ranks, mesh 2x2: expected the message from all 3 ranks"
+
 # help and version succeed
 "$TRAIN" --help | grep -q -- '--model mlp|lenet' || fail "--help lacks the model flag"
+"$TRAIN" --help | grep -q -- '--parallel none|dp|mp|hybrid|2d' || fail "--help lacks --parallel"
 "$TRAIN" --version | grep -q 'mpiflow-train' || fail "--version"
 echo "all bad inputs rejected with exit code 2"

@@ -271,6 +271,69 @@ START_TEST(test_global_errors)
     mf_tensor_destroy(c);
     mf_tensor_destroy(full);
     mf_placement_destroy(m2);
+    /* a parameter split that leaves a rank without a piece */
+    if (mf_world_size() >= 3) {
+        mf_module *lin = mf_linear_create(4, 2, true);
+        ck_assert_nonnull(lin);
+        ck_assert_fails(mf_module_param_to_global(lin, "weight", w, "S(0)"), MF_ERR_SHAPE, "parameter 'weight' [2,4]",
+                        "splits axis 0 of length 2 over", "does not divide it");
+        ck_assert_fails(mf_module_param_to_global(lin, "nothere", w, "B"), MF_ERR_ARG, "no parameter or buffer 'nothere'");
+        ck_assert_ok(mf_module_to_global(lin, w, "B"));
+        ck_assert_fails(mf_module_param_to_global(lin, "weight", w, "B"), MF_ERR_STATE, "already global");
+        mf_module_destroy(lin);
+    }
+    mf_placement_destroy(w);
+}
+END_TEST
+
+/* A model on global parameters trains like the local one: two SGD steps
+ * of a Linear under each SBP of its weight. */
+START_TEST(test_module_training)
+{
+    mf_placement *w = mf_placement_world();
+    const char *sbps[] = {"B", "S(0)", "S(1)"};
+    mf_manual_seed(4);
+    mf_tensor *x = mf_randn(MF_F32, 2, (const int64_t[]){6, 5});
+    mf_tensor *u = mf_rand(MF_F32, 1, (const int64_t[]){6}), *u3 = mf_scale(u, 2.99), *y = mf_cast(u3, MF_I64);
+    mf_tensor_destroy(u);
+    mf_tensor_destroy(u3);
+    float ref[32], got[32];
+    for (int k = -1; k < 3; k++) {
+        mf_module *lin = mf_linear_create(5, 4, true);
+        ck_assert_ok(mf_module_reset_parameters(lin, 11));
+        if (k >= 0) {
+            ck_assert_ok(mf_module_param_to_global(lin, "weight", w, sbps[k]));
+            ck_assert_ok(mf_module_to_global(lin, w, "B"));
+        }
+        mf_tensor_list *ps = mf_module_parameters(lin);
+        mf_sgd_opts so = mf_sgd_defaults();
+        so.lr = 0.1;
+        so.momentum = 0.9;
+        mf_optim *opt = mf_sgd_create(ps, &so);
+        mf_tensor *gx = k >= 0 ? mf_global_from_full(x, w, "S(0)") : mf_tensor_retain(x);
+        mf_tensor *gy = k >= 0 ? mf_global_from_full(y, w, "S(0)") : mf_tensor_retain(y);
+        for (int step = 0; step < 2; step++) {
+            mf_optim_zero_grad(opt);
+            mf_tensor *out = mf_module_forward(lin, gx), *loss = mf_cross_entropy(out, gy, MF_REDUCTION_MEAN);
+            ck_assert_nonnull(loss);
+            ck_assert_ok(mf_backward(loss));
+            ck_assert_ok(mf_clip_grad_norm(ps, 0.5, NULL));
+            ck_assert_ok(mf_optim_step(opt));
+            mf_tensor_destroy(out);
+            mf_tensor_destroy(loss);
+        }
+        ck_assert_ok(mf_tensor_copy_out(mf_module_get(lin, "weight"), MF_F32, k < 0 ? ref : got, 20));
+        for (int i = 0; k >= 0 && i < 20; i++)
+            ck_assert_msg(fabsf(got[i] - ref[i]) <= 1e-6f * (1 + fabsf(ref[i])), "weight %s [%d]: %g vs %g", sbps[k], i,
+                          got[i], ref[i]);
+        mf_tensor_destroy(gx);
+        mf_tensor_destroy(gy);
+        mf_optim_destroy(opt);
+        mf_tensor_list_destroy(ps);
+        mf_module_destroy(lin);
+    }
+    mf_tensor_destroy(x);
+    mf_tensor_destroy(y);
     mf_placement_destroy(w);
 }
 END_TEST
@@ -287,6 +350,7 @@ Suite *global_suite(void)
     tcase_add_test(tc, test_global_random);
     tcase_add_test(tc, test_to_global_semantics);
     tcase_add_test(tc, test_global_errors);
+    tcase_add_test(tc, test_module_training);
     suite_add_tcase(s, tc);
     return s;
 }
