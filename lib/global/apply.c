@@ -16,6 +16,18 @@
 
 #define MAX_SIGS 48
 
+/* MF_LOG_BOXING=1 logs every boxing the planner inserts (debug level). */
+static bool trace_boxing(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("MF_LOG_BOXING");
+        on = e && *e && strcmp(e, "0");
+        if (on) mf_log_set_level(MF_LOG_DEBUG);
+    }
+    return on;
+}
+
 /* "op: input 0 f32 [64,784] S(0) on 0-3; input 1 ..." after the error */
 static void input_context(const char *op, int n_in, mf_tensor *const *in)
 {
@@ -72,10 +84,7 @@ static const mfi_sig *choose(const mfi_sig *sigs, int n, int n_in, mf_tensor *co
             if (!in[i]) continue;
             mf_sbp from = in[i]->global->sbp.d[d], to = sigs[k].in[i];
             if (to.kind == MF_SBP_S && (to.axis >= in[i]->ndim)) ok = false;
-            /* P can only be kept or summed; and S/B -> P is allowed only
-             * as zero-fill, which the op then adds once */
             cost += mfi_box_cost(from, to, mesh_n, (double)mf_tensor_nbytes(in[i]));
-            if (to.kind == MF_SBP_P && from.kind != MF_SBP_P) cost += 1;   /* prefer real partials */
         }
         if (ok && (!best || cost < best_cost)) {
             best = &sigs[k];
@@ -145,6 +154,12 @@ mf_tensor *mfi_global_apply(const mfi_op *op, int n_in, mf_tensor *const *in, co
             continue;
         }
         MF_TRY_OUT(mfi_boxing(g->local, &metas[i], p, &g->sbp, p, &want[i], &local[i]));
+        if (trace_boxing()) {
+            char a[96], b[96], sh[128];
+            mf_log_at(MF_LOG_DEBUG, "boxing %s input %d %s: %s -> %s", op->name, i,
+                      mf_tensor_shape_str(in[i], sh, sizeof sh), mf_nd_sbp_str(&g->sbp, a, sizeof a),
+                      mf_nd_sbp_str(&want[i], b, sizeof b));
+        }
     }
 
     /* 4. the local op */

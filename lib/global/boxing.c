@@ -425,10 +425,13 @@ mf_status mfi_boxing(mf_tensor *x, const mfi_meta *gm, const mf_placement *src, 
 
 double mfi_box_cost(mf_sbp from, mf_sbp to, int n, double bytes)
 {
-    if (n <= 1) return 0;
     bool same = from.kind == to.kind && (from.kind != MF_SBP_S || from.axis == to.axis);
-    if (same || to.kind == MF_SBP_P || (from.kind == MF_SBP_B && to.kind == MF_SBP_S)) return 0;
+    if (same) return 0;
+    if (n <= 1) return 0.001 * bytes;             /* a copy */
     double f = (double)(n - 1) / n;
+    if (from.kind == MF_SBP_B && to.kind == MF_SBP_S) return 0.1 * bytes / n;   /* a local slice */
+    /* zero-fill: a full-size tensor, and full-size compute after it */
+    if (to.kind == MF_SBP_P) return bytes;
     if (from.kind == MF_SBP_P && to.kind == MF_SBP_B) return 2 * f * bytes;
     if (from.kind == MF_SBP_S && to.kind == MF_SBP_S) return f * bytes / n;
     return f * bytes;   /* allgather, reduce-scatter */

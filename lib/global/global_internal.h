@@ -65,8 +65,11 @@ char *mfi_global_desc(const mf_tensor *t, char *buf, size_t size);
  * src) re-laid as `to` on dst; NULL (and MF_OK) outside dst. */
 mf_status mfi_boxing(mf_tensor *x, const mfi_meta *gm, const mf_placement *src, const mf_nd_sbp *from,
                   const mf_placement *dst, const mf_nd_sbp *to, mf_tensor **out);
-/* Bytes a boxing from -> to along one mesh dimension of n ranks moves,
- * per rank, for a tensor of `bytes` bytes: the planner's cost. */
+/* The planner's cost of boxing from -> to along one mesh dimension of n
+ * ranks, for a tensor of `bytes` bytes: the bytes a rank moves over the
+ * network (nccl-tests' bus factors), a tenth of the bytes it copies
+ * locally, and the full size for a zero-filled P (it also makes the op
+ * compute on the whole tensor). 0 only when nothing changes. */
 double mfi_box_cost(mf_sbp from, mf_sbp to, int n, double bytes);
 
 /* Boxing to nd-SBP s on placement p (differentiable). */
