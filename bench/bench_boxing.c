@@ -6,7 +6,7 @@
  *   mpiexec -n N bench/bench_boxing [--reps R] [--max-mb M]
  *
  * Each repetition runs the bare call and mf_redistribute back to back
- * after a barrier; a time is the slowest rank's, and the table keeps the
+ * (alternating which goes first), each after a barrier; a time is the slowest rank's, and the table keeps the
  * median over the repetitions. bytes is the global tensor's size; busbw
  * follows nccl-tests (allreduce 2(n-1)/n, the others (n-1)/n).
  */
@@ -99,8 +99,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bench_boxing: %s\n", mf_last_error());
                 return 1;
             }
-            for (int r = -1; r < reps; r++) {   /* one warm-up round */
-                double t1 = bare(op, a, b, count, n), t2 = boxed(x, p, to[op]);
+            for (int r = -1; r < reps; r++) {   /* one warm-up round; alternate which goes first */
+                double t1, t2;
+                if (r % 2) {
+                    t1 = bare(op, a, b, count, n);
+                    t2 = boxed(x, p, to[op]);
+                } else {
+                    t2 = boxed(x, p, to[op]);
+                    t1 = bare(op, a, b, count, n);
+                }
                 if (r >= 0) {
                     tb[r] = t1;
                     tx[r] = t2;
