@@ -18,27 +18,7 @@ static void all_ok(bool ok, const char *what)
     ck_assert_msg(st == MF_OK, "%s failed on some rank: %s", what, mf_last_error());
 }
 
-/* max |a - b| over the whole values (a global or local, b local) */
-static double max_diff(mf_tensor *a, mf_tensor *b)
-{
-    mf_tensor *fa = mf_tensor_is_global(a) ? mf_global_gather(a) : mf_tensor_retain(a);
-    if (!fa || mf_tensor_numel(fa) != mf_tensor_numel(b)) {
-        mf_tensor_destroy(fa);
-        return INFINITY;
-    }
-    int64_t n = mf_tensor_numel(b);
-    double *x = malloc((size_t)(n + 1) * sizeof *x), *y = malloc((size_t)(n + 1) * sizeof *y), m = 0;
-    mf_tensor_copy_out(fa, MF_F64, x, n);
-    mf_tensor_copy_out(b, MF_F64, y, n);
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs(x[i] - y[i]);
-        if (!(d <= m)) m = d;
-    }
-    free(x);
-    free(y);
-    mf_tensor_destroy(fa);
-    return m;
-}
+#define max_diff(a, b) mf_test_max_diff((a), (b), false)
 
 static const char *sbp1[] = {"S(0)", "S(1)", "B", "P"};
 

@@ -155,26 +155,7 @@ static mf_tensor *make_input(const op_case *c, int i)
     return t;
 }
 
-static double diff(mf_tensor *g, mf_tensor *ref)
-{
-    mf_tensor *f = mf_global_gather(g);
-    if (!f || mf_tensor_numel(f) != mf_tensor_numel(ref)) {
-        mf_tensor_destroy(f);
-        return INFINITY;
-    }
-    int64_t n = mf_tensor_numel(ref);
-    double *a = malloc((size_t)(n + 1) * sizeof *a), *b = malloc((size_t)(n + 1) * sizeof *b), m = 0;
-    mf_tensor_copy_out(f, MF_F64, a, n);
-    mf_tensor_copy_out(ref, MF_F64, b, n);
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs(a[i] - b[i]) / (1.0 + fabs(b[i]));
-        if (!(d <= m)) m = d;
-    }
-    free(a);
-    free(b);
-    mf_tensor_destroy(f);
-    return m;
-}
+#define diff(g, ref) mf_test_max_diff((g), (ref), true)
 
 /* the global version of full with SBP text s (P: n equal shares) */
 static mf_tensor *globalize(mf_tensor *full, mf_placement *p, const char *s)

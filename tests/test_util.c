@@ -84,6 +84,29 @@ void mf_test_expect(const char *what, mf_tensor *t, int ndim, const int64_t *sha
     free(v);
 }
 
+double mf_test_max_diff(mf_tensor *a, mf_tensor *b, bool relative)
+{
+    mf_tensor *fa = mf_tensor_is_global(a) ? mf_global_gather(a) : mf_tensor_retain(a);
+    if (!fa || mf_tensor_numel(fa) != mf_tensor_numel(b)) {
+        mf_tensor_destroy(fa);
+        return INFINITY;
+    }
+    int64_t n = mf_tensor_numel(b);
+    double *x = malloc((size_t)(n + 1) * sizeof *x), *y = malloc((size_t)(n + 1) * sizeof *y), m = 0;
+    if (x && y && mf_tensor_copy_out(fa, MF_F64, x, n) == MF_OK && mf_tensor_copy_out(b, MF_F64, y, n) == MF_OK) {
+        for (int64_t i = 0; i < n; i++) {
+            double d = fabs(x[i] - y[i]) / (relative ? 1.0 + fabs(y[i]) : 1.0);
+            if (!(d <= m)) m = d;
+        }
+    } else {
+        m = INFINITY;
+    }
+    free(x);
+    free(y);
+    mf_tensor_destroy(fa);
+    return m;
+}
+
 mf_tensor *mf_test_rand64(int ndim, const int64_t *shape, double lo, double hi)
 {
     mf_tensor *u = mf_rand(MF_F64, ndim, shape);

@@ -73,6 +73,11 @@ typedef mf_tensor *(*mf_test_fn)(mf_tensor **in, void *user);
 double mf_test_gradcheck(const char *what, mf_test_fn fn, int n, mf_tensor **in, void *user, double eps,
                          double atol, double rtol);
 
+/* The largest |a - b| (relative: |a - b| / (1 + |b|)) over the whole
+ * values; a may be global (it is gathered, so call it on every rank),
+ * b is local. INFINITY if the sizes differ. */
+double mf_test_max_diff(mf_tensor *a, mf_tensor *b, bool relative);
+
 /* A random f64 tensor in [lo, hi) that requires grad. */
 mf_tensor *mf_test_rand64(int ndim, const int64_t *shape, double lo, double hi);
 

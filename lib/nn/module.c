@@ -214,20 +214,30 @@ mf_status mf_module_reset_parameters(mf_module *m, uint64_t seed)
     return st;
 }
 
+mf_module *mfi_module_owner(const mf_module *m, const char *dotted, const char **leaf)
+{
+    const char *dot;
+    while ((dot = strchr(dotted, '.'))) {
+        char head[256];
+        size_t n = (size_t)(dot - dotted);
+        if (n >= sizeof head) return NULL;
+        memcpy(head, dotted, n);
+        head[n] = '\0';
+        m = mf_module_child(m, head);
+        if (!m) return NULL;
+        dotted = dot + 1;
+    }
+    *leaf = dotted;
+    return (mf_module *)m;
+}
+
 mf_tensor *mf_module_get(const mf_module *m, const char *dotted)
 {
-    const char *dot = strchr(dotted, '.');
-    if (!dot) {
-        mf_tensor *t = mf_module_param(m, dotted);
-        return t ? t : mf_module_buffer(m, dotted);
-    }
-    char head[256];
-    size_t n = (size_t)(dot - dotted);
-    if (n >= sizeof head) return NULL;
-    memcpy(head, dotted, n);
-    head[n] = '\0';
-    mf_module *c = mf_module_child(m, head);
-    return c ? mf_module_get(c, dot + 1) : NULL;
+    const char *leaf;
+    mf_module *o = mfi_module_owner(m, dotted, &leaf);
+    if (!o) return NULL;
+    mf_tensor *t = mf_module_param(o, leaf);
+    return t ? t : mf_module_buffer(o, leaf);
 }
 
 int64_t mf_module_num_parameters(const mf_module *m)

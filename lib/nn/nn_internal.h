@@ -33,6 +33,8 @@ mf_status mfi_init_uniform(mf_tensor *t, double bound, uint64_t seed, const char
  * number (same on every rank of an SPMD program); the model's
  * mf_module_reset_parameters later re-keys them by dotted name. */
 mf_status mfi_module_init_fresh(mf_module *m);
+/* The module that holds the dotted name's last part (*leaf), or NULL. */
+mf_module *mfi_module_owner(const mf_module *m, const char *dotted, const char **leaf);
 /* A module with a private struct of `size` bytes (zeroed), or NULL. */
 mf_module *mfi_module_new(const mf_module_ops *ops, size_t priv_size);
 

@@ -11,29 +11,21 @@
 #include "lib/nn/nn_internal.h"
 
 /* the slot holding the parameter or buffer `dotted` */
-static mfi_named *slot(mf_module *m, const char *dotted, bool *is_param)
+static mfi_named *slot(mf_module *root, const char *dotted, bool *is_param)
 {
-    const char *dot = strchr(dotted, '.');
-    if (!dot) {
-        for (int i = 0; i < m->nparams; i++)
-            if (!strcmp(m->params[i].name, dotted)) {
-                *is_param = true;
-                return &m->params[i];
-            }
-        for (int i = 0; i < m->nbuffers; i++)
-            if (!strcmp(m->buffers[i].name, dotted)) {
-                *is_param = false;
-                return &m->buffers[i];
-            }
-        return NULL;
-    }
-    char head[256];
-    size_t n = (size_t)(dot - dotted);
-    if (n >= sizeof head) return NULL;
-    memcpy(head, dotted, n);
-    head[n] = '\0';
-    mf_module *c = mf_module_child(m, head);
-    return c ? slot(c, dot + 1, is_param) : NULL;
+    const char *leaf;
+    mf_module *m = mfi_module_owner(root, dotted, &leaf);
+    for (int i = 0; m && i < m->nparams; i++)
+        if (!strcmp(m->params[i].name, leaf)) {
+            *is_param = true;
+            return &m->params[i];
+        }
+    for (int i = 0; m && i < m->nbuffers; i++)
+        if (!strcmp(m->buffers[i].name, leaf)) {
+            *is_param = false;
+            return &m->buffers[i];
+        }
+    return NULL;
 }
 
 static mf_status convert(mfi_named *s, bool is_param, const char *dotted, const mf_placement *p, const char *sbp)
