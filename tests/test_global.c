@@ -22,24 +22,42 @@ static void all_ok(bool ok, const char *what)
 
 static const char *sbp1[] = {"S(0)", "S(1)", "B", "P"};
 
+/* full laid out as `from`; on each P dimension the pieces are uneven
+ * shares, (coord + 1) / (1 + 2 + ... + n) of the value, that sum to it */
+static mf_tensor *partial_input(mf_tensor *full, mf_placement *p, const char *from)
+{
+    char asb[32];
+    snprintf(asb, sizeof asb, "%s", from);
+    for (char *c = asb; *c; c++)
+        if (*c == 'P') *c = 'B';
+    mf_tensor *b = mf_global_from_full(full, p, asb);
+    if (!strchr(from, 'P') || !b) return b;
+    mf_nd_sbp s;
+    mf_nd_sbp_parse(from, &s);
+    mf_tensor *loc = mf_to_local(b), *x = NULL;
+    if (loc) {
+        double share = 1;
+        int idx = mf_placement_index(p);
+        for (int d = s.ndim - 1; d >= 0; d--) {
+            int n = mf_placement_mesh_dim(p, d), coord = idx % n;
+            idx /= n;
+            if (s.d[d].kind == MF_SBP_P) share *= (coord + 1) / (n * (n + 1) / 2.0);
+        }
+        mf_tensor *piece = mf_scale(loc, share);
+        x = mf_global_from_piece(piece, mf_tensor_ndim(full), mf_tensor_shape(full), p, from);
+        mf_tensor_destroy(piece);
+    }
+    mf_tensor_destroy(loc);
+    mf_tensor_destroy(b);
+    return x;
+}
+
 /* boxes full from -> to on p and back through autograd; checks both */
 static void check_box(mf_placement *p, mf_tensor *full, mf_tensor *w, const char *from, const char *to)
 {
     char what[128];
     snprintf(what, sizeof what, "%s -> %s", from, to);
-    mf_tensor *x = mf_global_from_full(full, p, from);
-    if (strchr(from, 'P')) {
-        /* partial: every rank holds a share; shares sum to full */
-        mf_tensor_destroy(x);
-        mf_tensor *share = mf_scale(full, 1.0 / mf_world_size());
-        mf_tensor *b = mf_global_from_full(share, p, mf_placement_mesh_ndim(p) == 2 ? "B,B" : "B");
-        mf_tensor_destroy(share);
-        /* a B value re-labelled P sums to n * share = full on 1-D meshes */
-        mf_tensor *loc = mf_to_local(b);
-        x = mf_to_global(loc, p, from);
-        mf_tensor_destroy(loc);
-        mf_tensor_destroy(b);
-    }
+    mf_tensor *x = partial_input(full, p, from);
     ck_assert_nonnull(x);
     ck_assert_ok(mf_tensor_set_requires_grad(x, true));
     mf_tensor *y = mf_redistribute(x, p, to);
@@ -135,10 +153,10 @@ START_TEST(test_boxing_1d)
 }
 END_TEST
 
-START_TEST(test_boxing_2d_mesh)
+/* every pair of nd-SBPs on a 2-D mesh: 2x2 on 4 ranks, 1xN and Nx1 otherwise */
+static void boxing_2d(const char *text)
 {
-    if (mf_world_size() != 4) return;
-    mf_placement *p = mf_placement_parse("0-3 mesh 2x2");
+    mf_placement *p = mf_placement_parse(text);
     ck_assert_nonnull(p);
     mf_manual_seed(3);
     const int64_t shape[2] = {5, 3};
@@ -148,13 +166,64 @@ START_TEST(test_boxing_2d_mesh)
         for (int b = 0; b < 16; b++) {
             snprintf(from, sizeof from, "%s,%s", sbp1[a / 4], sbp1[a % 4]);
             snprintf(to, sizeof to, "%s,%s", sbp1[b / 4], sbp1[b % 4]);
-            /* P inputs are built by check_box from a B share: only for P,P */
-            if (strchr(from, 'P') && strcmp(from, "P,P")) continue;
             check_box(p, full, w, from, to);
         }
     mf_tensor_destroy(full);
     mf_tensor_destroy(w);
     mf_placement_destroy(p);
+}
+
+START_TEST(test_boxing_2d_mesh)
+{
+    int n = mf_world_size();
+    char text[64];
+    if (n == 4) {
+        boxing_2d("0-3 mesh 2x2");
+        boxing_2d("3,1,2,0 mesh 2x2");
+        return;
+    }
+    snprintf(text, sizeof text, "0-%d mesh 1x%d", n - 1, n);
+    boxing_2d(n == 1 ? "0 mesh 1x1" : text);
+    snprintf(text, sizeof text, "0-%d mesh %dx1", n - 1, n);
+    if (n > 1) boxing_2d(text);
+}
+END_TEST
+
+/* Tensors on part of the world: ranks outside skip the kernels, keep the
+ * metadata, and take part in moving data across placements. */
+START_TEST(test_subset_placement)
+{
+    int n = mf_world_size();
+    if (n < 2) return;
+    char text[32];
+    snprintf(text, sizeof text, "1-%d", n - 1);
+    mf_placement *p0 = mf_placement_parse("0"), *rest = mf_placement_parse(text), *w = mf_placement_world();
+    ck_assert(p0 && rest && w);
+    const int64_t shape[2] = {7, 3};
+    mf_manual_seed(21);
+    mf_tensor *x = mf_global_randn(MF_F64, 2, shape, p0, "B");
+    mf_manual_seed(21);
+    mf_tensor *ref = mf_randn(MF_F64, 2, shape), *rref = mf_relu(ref), *sref = mf_sum_all(rref);
+    mf_tensor *y = mf_relu(x), *sy = mf_sum_all(y);
+    ck_assert_nonnull(sy);
+    all_ok((mf_rank() == 0) == (mf_tensor_is_global(y) && mf_placement_index(mf_global_placement(y)) == 0), "placement");
+    mf_tensor *loc = mf_to_local(y);
+    all_ok(mf_rank() == 0 ? loc != NULL : loc == NULL, "pieces only inside the placement");
+    mf_tensor_destroy(loc);
+    all_ok(mf_tensor_item(sy) == mf_tensor_item(sref), "sum on rank 0 only");
+    /* rank 0 -> the other ranks, split; then to the world */
+    mf_tensor *z = mf_redistribute(y, rest, "S(0)"), *z2 = z ? mf_redistribute(z, w, "S(1)") : NULL;
+    ck_assert_nonnull(z2);
+    all_ok(max_diff(z, rref) == 0 && max_diff(z2, rref) == 0, "across placements");
+    /* autograd across different rank sets is refused, on every rank */
+    mf_tensor *g = mf_global_from_full(ref, w, "S(0)");
+    ck_assert_ok(mf_tensor_set_requires_grad(g, true));
+    ck_assert_fails(mf_redistribute(g, p0, "B"), MF_ERR_ARG, "autograd across different rank sets");
+    mf_tensor *all[] = {x, ref, rref, sref, y, sy, z, z2, g};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mf_tensor_destroy(all[i]);
+    mf_placement_destroy(p0);
+    mf_placement_destroy(rest);
+    mf_placement_destroy(w);
 }
 END_TEST
 
@@ -327,6 +396,7 @@ Suite *global_suite(void)
     tcase_add_test(tc, test_sbp_text);
     tcase_add_test(tc, test_boxing_1d);
     tcase_add_test(tc, test_boxing_2d_mesh);
+    tcase_add_test(tc, test_subset_placement);
     tcase_add_test(tc, test_global_random);
     tcase_add_test(tc, test_to_global_semantics);
     tcase_add_test(tc, test_global_errors);
