@@ -91,7 +91,10 @@ int main(int argc, char **argv)
             int64_t cols = 256, rows = bytes / 4 / cols;
             rows = (rows + (int64_t)n * n - 1) / ((int64_t)n * n) * n * n;
             int count = (int)(rows * cols);
-            float *a = calloc((size_t)count, sizeof *a), *b = calloc((size_t)count, sizeof *b);
+            float *a = malloc((size_t)count * sizeof *a), *b = malloc((size_t)count * sizeof *b);
+            /* real pages with data: calloc's untouched pages all map the
+             * one zero page, which reads from cache and flatters MPI */
+            for (int i = 0; a && b && i < count; i++) a[i] = b[i] = 1.0f;
             mf_tensor *full = mf_ones(MF_F32, 2, (const int64_t[]){rows, cols});
             mf_tensor *x = op == ALLREDUCE || op == REDUCE_SCATTER ? mf_to_global(full, p, "P")
                                                                    : mf_global_from_full(full, p, from[op]);
