@@ -23,6 +23,19 @@ mpicc -std=c11 -Wall -Wextra -Werror ${MF_BUILD_CFLAGS:-} "$top_srcdir/examples/
 LD_LIBRARY_PATH="$libdir" "$MPIEXEC" -n 1 "$TMPDIR_TEST/train_mlp" >"$TMPDIR_TEST/ex.out" 2>&1 ||
     { cat "$TMPDIR_TEST/ex.out"; fail "the example failed"; }
 grep -q 'loss .* -> ' "$TMPDIR_TEST/ex.out" || fail "the example printed no loss"
+# the global-tensor example, on 1 and 2 ranks: the same losses
+# shellcheck disable=SC2086
+mpicc -std=c11 -Wall -Wextra -Werror ${MF_BUILD_CFLAGS:-} "$top_srcdir/examples/hybrid_mlp.c" $cflags $libs \
+    ${MF_BUILD_LDFLAGS:-} -o "$TMPDIR_TEST/hybrid_mlp" || fail "examples/hybrid_mlp.c does not build"
+for np in 1 2; do
+    LD_LIBRARY_PATH="$libdir" OPENBLAS_NUM_THREADS=1 "$MPIEXEC" -n "$np" "$TMPDIR_TEST/hybrid_mlp" \
+        >"$TMPDIR_TEST/hy.$np" 2>&1 || { cat "$TMPDIR_TEST/hy.$np"; fail "hybrid_mlp failed on $np ranks"; }
+    cat "$TMPDIR_TEST/hy.$np"
+done
+l1=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/hy.1")
+l2=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/hy.2")
+[ -n "$l1" ] && [ "$l1" = "$l2" ] || fail "hybrid_mlp: losses on 1 rank ($l1) and 2 ranks ($l2) differ"
+grep -q "logits S(0), loss P" "$TMPDIR_TEST/hy.2" || fail "hybrid_mlp: unexpected SBPs"
 LD_LIBRARY_PATH="$libdir" "$root/bin/mpiflow-train" --help | grep -q 'usage:' || fail "installed mpiflow-train --help"
 cat "$TMPDIR_TEST/ex.out"
 echo "installed tree works: $(find "$dest" -type f | wc -l) files"

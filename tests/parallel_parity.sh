@@ -1,9 +1,10 @@
 #!/bin/sh
 # DESIGN 5's main correctness test: dp, mp, hybrid and 2d training of mlp
-# for 100 steps on 2 and 3 ranks (and 4, with a 2x2 mesh for 2d) gives
+# for 100 steps on 2, 3 and 4 ranks (a 2x2 mesh for 2d on 4) gives
 # the losses of the 1-rank run within 1e-5 relative, and the same
 # parameters after training within 1e-5. lenet runs dp and mp on 2 ranks
-# for 20 steps (conv layers, pooling and dropout under S(0) and B).
+# for 20 steps (conv layers, pooling and dropout under S(0) and B), and
+# the test-set evaluation under dp, 2d and mp reports the 1-rank numbers.
 . "$top_srcdir/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 common="--dataset synthetic --synthetic-size 3200,100 --batch-size 32 --optimizer sgd --lr 0.002 --seed 5
@@ -49,8 +50,26 @@ for mode in dp mp hybrid 2d; do
 done
 run mlp 100 4 2d --mesh 2x2
 check mlp 4 2d
-run mlp 100 4 dp
-check mlp 4 dp
+for mode in dp mp hybrid; do
+    run mlp 100 4 "$mode"
+    check mlp 4 "$mode"
+done
+
+# evaluation under a parallel mode reports the 1-rank accuracy and loss
+evalargs="--model mlp --steps 30 --dataset synthetic --synthetic-size 3200,500 --batch-size 32 --optimizer sgd
+    --lr 0.002 --seed 5 --threads 1 --eval-batch-size 128"
+# shellcheck disable=SC2086
+run_train 1 $evalargs >/dev/null
+ref=$(grep '^final' "$TMPDIR_TEST/out" | sed 's/ train_loss.*//')
+for cfg in "3 dp" "4 2d" "2 mp"; do
+    # shellcheck disable=SC2086
+    set -- $cfg
+    # shellcheck disable=SC2086
+    run_train "$1" $evalargs --parallel "$2" >/dev/null
+    got=$(grep '^final' "$TMPDIR_TEST/out" | sed 's/ train_loss.*//')
+    echo "eval $2 on $1 ranks: $got"
+    [ -n "$ref" ] && [ "$got" = "$ref" ] || fail "eval $2 on $1 ranks: '$got', 1 rank: '$ref'"
+done
 
 run lenet 20 1 none --lr 0.01
 for mode in dp mp; do
