@@ -144,6 +144,9 @@ enum {
     MFI_OP_OWN_OUTPUT = 1,    /* forward creates *out (views, custom ops) */
     MFI_OP_NO_GRAD = 2        /* never recorded (comparisons, argmax) */
 };
+/* Input i is written in place (batch norm's running statistics): on
+ * global tensors it is never boxed, so the write lands in the tensor. */
+#define MFI_OP_WRITES(i) (1 << (8 + (i)))
 
 /* A block of a global tensor: [start, start+count) per axis. */
 typedef struct mfi_box {

@@ -335,6 +335,42 @@ START_TEST(test_global_errors)
 }
 END_TEST
 
+/* Batch norm's running statistics are written in place, so a global
+ * module keeps them up to date: B statistics (with x split by samples)
+ * and S(0) statistics (channel split) both match the local module. */
+START_TEST(test_batchnorm_running_stats)
+{
+    mf_placement *w = mf_placement_world();
+    mf_manual_seed(8);
+    mf_tensor *x = mf_randn(MF_F32, 4, (const int64_t[]){6, 4, 3, 3});
+    float ref[8], got[8];
+    for (int k = -1; k < 2; k++) {
+        mf_module *bn = mf_batch_norm2d_create(4);
+        ck_assert_nonnull(bn);
+        if (k == 1) {
+            ck_assert_ok(mf_module_param_to_global(bn, "running_mean", w, "S(0)"));
+            ck_assert_ok(mf_module_param_to_global(bn, "running_var", w, "S(0)"));
+        }
+        if (k >= 0) ck_assert_ok(mf_module_to_global(bn, w, "B"));
+        mf_tensor *gx = k >= 0 ? mf_global_from_full(x, w, "S(0)") : mf_tensor_retain(x);
+        for (int step = 0; step < 2; step++) {
+            mf_tensor *y = mf_module_forward(bn, gx);
+            ck_assert_nonnull(y);
+            mf_tensor_destroy(y);
+        }
+        ck_assert_ok(mf_tensor_copy_out(mf_module_get(bn, "running_mean"), MF_F32, k < 0 ? ref : got, 4));
+        ck_assert_ok(mf_tensor_copy_out(mf_module_get(bn, "running_var"), MF_F32, k < 0 ? ref + 4 : got + 4, 4));
+        ck_assert(mf_tensor_item(mf_module_get(bn, "num_batches_tracked")) == 2);
+        for (int i = 0; k >= 0 && i < 8; i++)
+            ck_assert_msg(fabsf(got[i] - ref[i]) <= 1e-5f * (1 + fabsf(ref[i])), "stat %d: %g vs %g", i, got[i], ref[i]);
+        mf_tensor_destroy(gx);
+        mf_module_destroy(bn);
+    }
+    mf_tensor_destroy(x);
+    mf_placement_destroy(w);
+}
+END_TEST
+
 /* A model on global parameters trains like the local one: two SGD steps
  * of a Linear under each SBP of its weight. */
 START_TEST(test_module_training)
@@ -401,6 +437,7 @@ Suite *global_suite(void)
     tcase_add_test(tc, test_to_global_semantics);
     tcase_add_test(tc, test_global_errors);
     tcase_add_test(tc, test_module_training);
+    tcase_add_test(tc, test_batchnorm_running_stats);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -73,7 +73,8 @@ static mf_status common_placement(const char *op, int n_in, mf_tensor *const *in
 }
 
 /* The cheapest signature along mesh dimension d for the inputs' SBPs. */
-static const mfi_sig *choose(const mfi_sig *sigs, int n, int n_in, mf_tensor *const *in, int d, int mesh_n)
+static const mfi_sig *choose(const mfi_op *op, const mfi_sig *sigs, int n, int n_in, mf_tensor *const *in, int d,
+                             int mesh_n)
 {
     const mfi_sig *best = NULL;
     double best_cost = 0;
@@ -84,6 +85,7 @@ static const mfi_sig *choose(const mfi_sig *sigs, int n, int n_in, mf_tensor *co
             if (!in[i]) continue;
             mf_sbp from = in[i]->global->sbp.d[d], to = sigs[k].in[i];
             if (to.kind == MF_SBP_S && (to.axis >= in[i]->ndim)) ok = false;
+            if ((op->flags & MFI_OP_WRITES(i)) && !sbp_eq(from, to)) ok = false;   /* written in place */
             cost += mfi_box_cost(from, to, mesh_n, (double)mf_tensor_nbytes(in[i]));
         }
         if (ok && (!best || cost < best_cost)) {
@@ -134,8 +136,10 @@ mf_tensor *mfi_global_apply(const mfi_op *op, int n_in, mf_tensor *const *in, co
     memset(&osbp, 0, sizeof osbp);
     osbp.ndim = p->mesh_ndim;
     for (int d = 0; d < p->mesh_ndim; d++) {
-        const mfi_sig *s = choose(sigs, ns, n_in, in, d, p->mesh[d]);
-        if (!s) MF_FAIL_OUT(MF_ERR_INTERNAL, "no SBP signature fits");
+        const mfi_sig *s = choose(op, sigs, ns, n_in, in, d, p->mesh[d]);
+        if (!s)
+            MF_FAIL_OUT(MF_ERR_ARG, "no SBP signature fits the inputs on mesh dimension %d (an input the op writes "
+                        "in place cannot be boxed)", d);
         for (int i = 0; i < n_in; i++) {
             want[i].ndim = p->mesh_ndim;
             want[i].d[d] = s->in[i];

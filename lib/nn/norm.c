@@ -23,9 +23,10 @@ static mf_tensor *bn_forward(mf_module *m, mf_tensor *x)
                                  mf_module_param(m, "weight"), mf_module_param(m, "bias"), m->training, p->momentum,
                                  p->eps);
     if (y && m->training) {
-        mf_tensor *nbt = mf_module_buffer(m, "num_batches_tracked");
+        /* a global counter is B: each rank counts its own copy */
+        mf_tensor *nbt = mfi_local_piece(mf_module_buffer(m, "num_batches_tracked"));
         int64_t zero = 0;
-        mf_tensor_set(nbt, &zero, mf_tensor_get(nbt, &zero) + 1);
+        if (nbt) mf_tensor_set(nbt, &zero, mf_tensor_get(nbt, &zero) + 1);
     }
     return y;
 }

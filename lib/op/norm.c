@@ -106,7 +106,9 @@ out:
 }
 
 /* channels split (the statistics are per channel); a batch split would
- * need synchronised statistics, so S(0) inputs are gathered */
+ * need synchronised statistics, so S(0) inputs are gathered. The running
+ * statistics are updated in place, so they keep their SBP: B statistics
+ * (the usual) take the all-B signature, S(0) ones the channel split. */
 static int bn_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
 {
     mf_sbp in[5] = {mfi_S(1), mfi_S(0), mfi_S(0), mfi_S(0), mfi_S(0)};
@@ -114,7 +116,8 @@ static int bn_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
     return mfi_sig_add(sigs, 0, cap, 5, in, mfi_S(1));
 }
 
-static const mfi_op bn_op = {"mf_batch_norm", 0, bn_infer, bn_forward, bn_backward, bn_sbp, NULL};
+static const mfi_op bn_op = {"mf_batch_norm", MFI_OP_WRITES(1) | MFI_OP_WRITES(2), bn_infer, bn_forward, bn_backward,
+                             bn_sbp, NULL};
 
 mf_tensor *mf_batch_norm(mf_tensor *x, mf_tensor *running_mean, mf_tensor *running_var, mf_tensor *weight,
                          mf_tensor *bias, bool training, double momentum, double eps)
