@@ -319,6 +319,12 @@ static void print_rec(const mf_module *m, const char *name, int depth, FILE *f)
     for (int i = 0; i < m->nparams; i++) own += mf_tensor_numel(m->params[i].t);
     fprintf(f, "%*s%s%s%s(%s)", 2 * depth, "", name, *name ? ": " : "", mf_module_type(m), desc);
     if (own) fprintf(f, "  params=%lld", (long long)own);
+    /* global parameters: their SBP, e.g. "weight=S(0) bias=S(0)" */
+    for (int i = 0; i < m->nparams; i++)
+        if (mf_tensor_is_global(m->params[i].t)) {
+            char sbp[64];
+            fprintf(f, " %s=%s", m->params[i].name, mf_global_sbp_str(m->params[i].t, sbp, sizeof sbp));
+        }
     fputc('\n', f);
     for (int i = 0; i < m->nchildren; i++) print_rec(m->children[i].m, m->children[i].name, depth + 1, f);
 }
@@ -327,4 +333,13 @@ void mf_module_print(const mf_module *m, FILE *f)
 {
     print_rec(m, "", 0, f);
     fprintf(f, "total parameters: %lld\n", (long long)mf_module_num_parameters(m));
+    /* the placement of the first global parameter */
+    mf_tensor_list *l = mf_module_parameters(m);
+    for (int i = 0; l && i < l->n; i++)
+        if (mf_tensor_is_global(l->items[i].tensor)) {
+            char pl[128];
+            fprintf(f, "placement: %s\n", mf_placement_str(mf_global_placement(l->items[i].tensor), pl, sizeof pl));
+            break;
+        }
+    mf_tensor_list_destroy(l);
 }
