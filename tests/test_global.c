@@ -189,6 +189,47 @@ START_TEST(test_boxing_2d_mesh)
 }
 END_TEST
 
+/* Between placements of the same ranks (another order, another mesh)
+ * boxing takes the general path, and autograd runs through it. */
+START_TEST(test_cross_placement_autograd)
+{
+    int n = mf_world_size();
+    char text[64];
+    /* the world reversed, and (on 4 ranks) the world as a 2x2 mesh */
+    int len = snprintf(text, sizeof text, "%d", n - 1);
+    for (int r = n - 2; r >= 0; r--) len += snprintf(text + len, sizeof text - (size_t)len, ",%d", r);
+    mf_placement *w = mf_placement_world(), *rev = mf_placement_parse(text);
+    mf_placement *mesh = n == 4 ? mf_placement_parse("0-3 mesh 2x2") : NULL;
+    ck_assert(w && rev);
+    mf_manual_seed(17);
+    const int64_t shape[2] = {7, 5};
+    mf_tensor *full = mf_randn(MF_F64, 2, shape), *wt = mf_randn(MF_F64, 2, shape);
+    const char *from[] = {"S(0)", "S(1)", "B", "P"};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) {
+            mf_tensor *x = partial_input(full, w, from[i]);
+            ck_assert_nonnull(x);
+            ck_assert_ok(mf_tensor_set_requires_grad(x, true));
+            mf_placement *dst = mesh && j == 2 ? mesh : rev;
+            const char *to = dst == mesh ? "S(1),S(0)" : from[j];
+            mf_tensor *y = mf_redistribute(x, dst, to);
+            ck_assert_msg(y != NULL, "%s -> %s: %s", from[i], to, mf_last_error());
+            all_ok(max_diff(y, full) < 1e-12, "across placements");
+            mf_tensor *wg = mf_global_from_full(wt, dst, dst == mesh ? "B,B" : "B");
+            mf_tensor *yw = mf_mul(y, wg), *loss = mf_sum_all(yw);
+            ck_assert_ok(mf_backward(loss));
+            all_ok(max_diff(mf_tensor_grad(x), wt) < 1e-12, "gradient across placements");
+            mf_tensor *all[] = {x, y, wg, yw, loss};
+            for (int k = 0; k < 5; k++) mf_tensor_destroy(all[k]);
+        }
+    mf_tensor_destroy(full);
+    mf_tensor_destroy(wt);
+    mf_placement_destroy(w);
+    mf_placement_destroy(rev);
+    mf_placement_destroy(mesh);
+}
+END_TEST
+
 /* Tensors on part of the world: ranks outside skip the kernels, keep the
  * metadata, and take part in moving data across placements. */
 START_TEST(test_subset_placement)
@@ -433,6 +474,7 @@ Suite *global_suite(void)
     tcase_add_test(tc, test_boxing_1d);
     tcase_add_test(tc, test_boxing_2d_mesh);
     tcase_add_test(tc, test_subset_placement);
+    tcase_add_test(tc, test_cross_placement_autograd);
     tcase_add_test(tc, test_global_random);
     tcase_add_test(tc, test_to_global_semantics);
     tcase_add_test(tc, test_global_errors);
