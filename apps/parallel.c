@@ -3,6 +3,7 @@
  * choice of placement and SBPs; the library derives the communication.
  *   dp      parameters B, data S(0)
  *   mp      Linear weights and biases S(0) (output features), data B
+ *           (S(0) for a model with convolutions, which stay data parallel)
  *   hybrid  data S(0), parameters B, the last Linear S(0)
  *   2d      mesh R x C: Linear (B,S(0)), other parameters (B,B), data (S(0),B)
  * Conv layers keep B parameters in every mode.
@@ -44,6 +45,14 @@ static mf_status place_params(const par *pp, mf_module *model)
     return st;
 }
 
+/* whether the model has convolutions (top-level children) */
+static bool has_conv(mf_module *model)
+{
+    for (int i = 0; i < mf_module_num_children(model); i++)
+        if (!strcmp(mf_module_type(mf_module_child_at(model, i)), "Conv2d")) return true;
+    return false;
+}
+
 mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
 {
     int n = mf_world_size();
@@ -64,8 +73,9 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
         pp->shard_count = pp->mesh_r;
     } else {
         pp->p = mf_placement_world();
-        pp->data_sbp = !strcmp(pp->mode, "mp") ? "B" : "S(0)";
-        if (strcmp(pp->mode, "mp")) {
+        /* mp: data B, except that convolutions stay data parallel */
+        pp->data_sbp = !strcmp(pp->mode, "mp") && !has_conv(model) ? "B" : "S(0)";
+        if (!strcmp(pp->data_sbp, "S(0)")) {
             pp->shard_index = mf_rank();
             pp->shard_count = n;
         }

@@ -44,7 +44,7 @@ void train_opts_usage(FILE *f)
         "      mp      every Linear weight and bias S(0), data B: model parallel\n"
         "      hybrid  hidden layers data parallel, the output layer S(0)\n"
         "      2d      mesh dp x tp: Linear weights (B,S(0)), data (S(0),B)\n"
-        "      conv layers stay data parallel (B) in every mode\n"
+        "      conv layers stay data parallel (weights B, data S(0)) in every mode\n"
         "  --mesh RxC                 2d mesh: R data-parallel x C tensor-parallel ranks\n"
         "                             (default: 2 x N/2 for an even N, else N x 1)\n"
         "  --dump-params FILE         after training, write every parameter (gathered) as text\n"
