@@ -10,6 +10,7 @@ prefix=$(sed -n 's/^prefix=//p' "$top_builddir/mpiflow.pc")
 root="$dest$prefix"
 libdir=$(PKG_CONFIG_PATH="$root/lib/pkgconfig" pkg-config --define-variable=prefix="$root" --variable=libdir mpiflow)
 for f in "$root/include/mpiflow.h" "$root/include/mpiflow/tensor.h" "$root/include/mpiflow/models.h" \
+         "$root/include/mpiflow/global.h" \
          "$libdir/libmpiflow.so" "$libdir/libmpiflow.a" "$libdir/pkgconfig/mpiflow.pc" "$root/bin/mpiflow-train"; do
     [ -e "$f" ] || fail "not installed: $f"
 done

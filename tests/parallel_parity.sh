@@ -2,7 +2,8 @@
 # DESIGN 5's main correctness test: dp, mp, hybrid and 2d training of mlp
 # for 100 steps on 2, 3 and 4 ranks (a 2x2 mesh for 2d on 4) gives
 # the losses of the 1-rank run within 1e-5 relative, and the same
-# parameters after training within 1e-5. lenet runs dp and mp on 2 ranks
+# parameters after training within 1e-5. lenet runs dp and mp on 2 ranks,
+# hybrid on 3 and 2d on 4
 # for 20 steps (conv layers, pooling and dropout under S(0) and B), and
 # the test-set evaluation under dp, 2d and mp reports the 1-rank numbers.
 . "$top_srcdir/tests/lib.sh"
@@ -76,6 +77,10 @@ for mode in dp mp; do
     run lenet 20 2 "$mode" --lr 0.01
     check lenet 2 "$mode"
 done
+run lenet 20 3 hybrid --lr 0.01
+check lenet 3 hybrid
+run lenet 20 4 2d --lr 0.01 --mesh 2x2
+check lenet 4 2d
 
 # a different seed changes the losses, or the comparison proves nothing
 run_train 1 --model mlp --steps 100 $common --seed 6 --metrics "$TMPDIR_TEST/other.csv" >/dev/null
