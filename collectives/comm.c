@@ -66,6 +66,19 @@ mf_status mfi_comm_world_setup(void)
 
 mf_comm *mfi_comm_world(void) { return &world_comm; }
 
+mf_status mfi_comm_world_handle(void *out, size_t size)
+{
+    if (size != sizeof(MPI_Comm)) MF_FAIL(MF_ERR_INTERNAL, "mfi_comm_world_handle: wrong handle size %zu", size);
+    if (world == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "MPI is not started (call mf_init)");
+    memcpy(out, &world, sizeof world);
+    return MF_OK;
+}
+
+void mfi_comm_barrier(void)
+{
+    if (world != MPI_COMM_NULL) MPI_Barrier(world);
+}
+
 void mfi_comm_world_teardown(void)
 {
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
@@ -97,7 +110,9 @@ mf_status mfi_comm_agree(mf_status local, const char *msg)
         /* Keep this rank's own message: it is the most specific. */
         return mfi_error(local, "%s", msg ? msg : "");
     }
-    return mfi_error(MF_ERR_REMOTE, "rank %d: %s", lowest, m.text);
+    /* the failing rank's status, so every rank reports the same kind */
+    mf_status st = m.status > 0 && m.status <= (int)MF_ERR_INTERNAL ? (mf_status)m.status : MF_ERR_REMOTE;
+    return mfi_error(st, "rank %d: %s", lowest, m.text);
 }
 
 mf_status mfi_comm_allreduce_sum_f64(double *v, int n)

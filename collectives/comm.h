@@ -31,6 +31,12 @@ int mfi_comm_node_size(void);
  * message; on return the agreed message is recorded for mf_last_error. */
 mf_status mfi_comm_agree(mf_status local, const char *msg);
 
+/* Copies the MPI_Comm handle of the world duplicate into out (size
+ * bytes, sizeof(MPI_Comm)): for parallel HDF5 in lib/io, which gets the
+ * MPI types through hdf5.h and may not include mpi.h itself. */
+mf_status mfi_comm_world_handle(void *out, size_t size);
+void mfi_comm_barrier(void);
+
 /* Sum of doubles over all ranks, in place. */
 mf_status mfi_comm_allreduce_sum_f64(double *v, int n);
 

@@ -18,5 +18,6 @@
 #include "mpiflow/optim.h"
 #include "mpiflow/data.h"
 #include "mpiflow/models.h"
+#include "mpiflow/ckpt.h"
 
 #endif

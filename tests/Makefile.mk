@@ -15,7 +15,7 @@ LDADD = tests/libmftest.la libmpiflow.la $(CHECK_LIBS) $(ZLIB_LIBS) -lm
 AM_CFLAGS += $(CHECK_CFLAGS)
 
 SHELL_TESTS = tests/layering.sh tests/app_errors.sh tests/determinism.sh tests/train_mlp.sh \
-	tests/train_lenet.sh tests/install.sh tests/global.sh tests/parallel_parity.sh
+	tests/train_lenet.sh tests/install.sh tests/global.sh tests/parallel_parity.sh tests/ckpt.sh
 TESTS += $(TEST_SUITES) $(SHELL_TESTS)
 TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(top_srcdir)/tests/mpirun.sh
@@ -24,3 +24,7 @@ AM_TESTS_ENVIRONMENT = MPIEXEC='$(MPIEXEC)'; export MPIEXEC; H5DUMP='$(H5DUMP)';
 	MF_BUILD_CFLAGS='$(CFLAGS)'; export MF_BUILD_CFLAGS; MF_BUILD_LDFLAGS='$(LDFLAGS)'; export MF_BUILD_LDFLAGS; \
 	top_srcdir='$(top_srcdir)'; export top_srcdir; top_builddir='$(top_builddir)'; export top_builddir;
 EXTRA_DIST += tests/mpirun.sh tests/lib.sh $(SHELL_TESTS)
+# run by tests/ckpt.sh on 1 to 4 ranks, in its own directory
+check_PROGRAMS += tests/test_ckpt
+tests_test_ckpt_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS)
+tests_test_ckpt_LDADD = $(LDADD) $(HDF5_LIBS)

@@ -60,9 +60,10 @@ MF_API double mf_time(void);
 
 /* Collective over MPI_COMM_WORLD: every rank passes its own status and
  * gets back MF_OK only if all ranks passed MF_OK. Otherwise each rank
- * gets a failure, and mf_last_error() holds the message of the lowest
- * failing rank, prefixed by that rank ("rank 2: ..."). This is how an
- * error that one rank sees is agreed on before anyone goes on. */
+ * gets a failure: a failing rank its own status and message, the others
+ * the lowest failing rank's status and message, prefixed by that rank
+ * ("rank 2: ..."). This is how an error that one rank sees is agreed on
+ * before anyone goes on. */
 MF_API mf_status mf_agree(mf_status local);
 
 /* Kernel profiling: with MF_PROFILE=1 or mf_profile_enable(true), the

@@ -29,7 +29,7 @@ typedef enum mf_status {
     MF_ERR_MPI,      /* an MPI call failed */
     MF_ERR_BACKEND,  /* the backend lacks a kernel or failed in one */
     MF_ERR_STATE,    /* a call out of order (backward twice, ...) */
-    MF_ERR_REMOTE,   /* another rank failed; its message is attached */
+    MF_ERR_REMOTE,   /* another rank failed with a status this build does not know */
     MF_ERR_INTERNAL  /* a bug in mpiflow: please report it */
 } mf_status;
 

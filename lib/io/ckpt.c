@@ -1,0 +1,501 @@
+/*
+ * lib/io/ckpt.c - parallel-HDF5 checkpoints of a model's state_dict and
+ * the training state (DESIGN.md section 7; include/mpiflow/ckpt.h).
+ *
+ * Every rank runs every HDF5 call (metadata operations are collective);
+ * a rank with nothing to write or read selects nothing. Each dataset
+ * holds the global tensor; a rank writes its block only when it is the
+ * first holder of that block (coordinate 0 on every B dimension), after
+ * P dimensions have been summed. The checksum attribute is a sum over
+ * elements of a 64-bit mix of (global index, value bits): order-free, so
+ * each writer adds its block's share and one allreduce gives the total;
+ * on load the readers of a partition of the tensor recompute it.
+ */
+#include <errno.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#include "collectives/comm.h"
+#include "lib/global/global_internal.h"
+
+#define FORMAT_NAME "mpiflow-checkpoint"
+#define FORMAT_VERSION 1
+
+/* ------------------------------------------------------------ helpers */
+static hid_t mem_type(mf_dtype dt)
+{
+    switch (dt) {
+    case MF_F32: return H5T_NATIVE_FLOAT;
+    case MF_F64: return H5T_NATIVE_DOUBLE;
+    case MF_I32: return H5T_NATIVE_INT32;
+    default: return H5T_NATIVE_INT64;
+    }
+}
+
+static hid_t file_type(mf_dtype dt)
+{
+    switch (dt) {
+    case MF_F32: return H5T_IEEE_F32LE;
+    case MF_F64: return H5T_IEEE_F64LE;
+    case MF_I32: return H5T_STD_I32LE;
+    default: return H5T_STD_I64LE;
+    }
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* this block's share of the checksum: data is the dense block b of a
+ * tensor of global meta gm */
+static uint64_t block_checksum(const void *data, const mfi_meta *gm, const mfi_box *b)
+{
+    size_t es = mf_dtype_size(gm->dtype);
+    int64_t gstr[MF_MAX_DIMS], idx[MF_MAX_DIMS] = {0}, n = 1;
+    mfi_contig_strides(gm->ndim, gm->shape, gstr);
+    for (int i = 0; i < gm->ndim; i++) n *= b->count[i];
+    uint64_t sum = 0;
+    const unsigned char *p = data;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t g = 0;
+        for (int i = 0; i < gm->ndim; i++) g += (b->start[i] + idx[i]) * gstr[i];
+        uint64_t bits = 0;
+        memcpy(&bits, p + (size_t)k * es, es);
+        sum += mix64((uint64_t)g * 0x9e3779b97f4a7c15ULL ^ mix64(bits));
+        for (int i = gm->ndim - 1; i >= 0; i--) {
+            if (++idx[i] < b->count[i]) break;
+            idx[i] = 0;
+        }
+    }
+    return sum;
+}
+
+/* the world-wide sum of per-rank checksum shares */
+static mf_status sum_checksum(uint64_t part, uint64_t *total)
+{
+    int64_t halves[2] = {(int64_t)(part & 0xffffffffu), (int64_t)(part >> 32)};
+    MF_TRY(mfi_allreduce(mfi_comm_world(), halves, halves, 2, MF_I64));
+    *total = (uint64_t)halves[0] + ((uint64_t)halves[1] << 32);
+    return MF_OK;
+}
+
+/* A tensor's layout for the file: placement, nd-SBP and this rank's
+ * block; a local tensor counts as B on the world. */
+typedef struct layout {
+    const mf_placement *p;
+    mf_placement *owned;
+    mf_nd_sbp sbp;
+    mfi_meta gm;
+    mfi_box box;
+    bool holds;       /* this rank has a piece */
+    bool first;       /* ... and is coordinate 0 on every B and P dimension */
+} layout;
+
+static mf_status layout_of(mf_tensor *t, layout *l)
+{
+    memset(l, 0, sizeof *l);
+    mfi_meta_of(t, &l->gm);
+    if (t->global) {
+        l->p = t->global->placement;
+        l->sbp = t->global->sbp;
+    } else {
+        l->p = l->owned = mf_placement_world();
+        if (!l->p) return mf_last_status();
+        l->sbp = mfi_nd_sbp_all(1, MF_SBP_B);
+    }
+    l->holds = l->p->index >= 0;
+    if (l->holds) {
+        mfi_region(&l->gm, &l->sbp, l->p, l->p->coord, &l->box);
+        l->first = true;
+        for (int d = 0; d < l->sbp.ndim; d++)
+            if (l->sbp.d[d].kind != MF_SBP_S && l->p->coord[d] != 0) l->first = false;
+    }
+    return MF_OK;
+}
+
+static void set_attr_str(hid_t obj, const char *name, const char *value)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(value) + 1);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    if (a >= 0) {
+        H5Awrite(a, t, value);
+        H5Aclose(a);
+    }
+    H5Sclose(sp);
+    H5Tclose(t);
+}
+
+static void set_attr_i64(hid_t obj, const char *name, int64_t v)
+{
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    if (a >= 0) {
+        H5Awrite(a, H5T_NATIVE_INT64, &v);
+        H5Aclose(a);
+    }
+    H5Sclose(sp);
+}
+
+static bool get_attr_i64(hid_t obj, const char *name, int64_t *v)
+{
+    if (H5Aexists(obj, name) <= 0) return false;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    herr_t r = a >= 0 ? H5Aread(a, H5T_NATIVE_INT64, v) : -1;
+    if (a >= 0) H5Aclose(a);
+    return r >= 0;
+}
+
+static bool get_attr_str(hid_t obj, const char *name, char *buf, size_t size)
+{
+    buf[0] = 0;
+    if (H5Aexists(obj, name) <= 0) return false;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return false;
+    hid_t ft = H5Aget_type(a);
+    bool ok = H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft) && H5Tget_size(ft) <= size;
+    if (ok) {
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5Tget_size(ft));
+        ok = H5Aread(a, mt, buf) >= 0;
+        buf[size - 1] = 0;
+        H5Tclose(mt);
+    }
+    H5Tclose(ft);
+    H5Aclose(a);
+    return ok;
+}
+
+static hid_t open_fapl(void)
+{
+    MPI_Comm comm;
+    if (mfi_comm_world_handle(&comm, sizeof comm) != MF_OK) return -1;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+    H5Pset_all_coll_metadata_ops(fapl, true);
+    H5Pset_coll_metadata_write(fapl, true);
+    return fapl;
+}
+
+/* a selection of b in a dataspace of gm's shape, or none */
+static hid_t file_space(const mfi_meta *gm, const mfi_box *b, bool select)
+{
+    hsize_t dims[MF_MAX_DIMS] = {0}, start[MF_MAX_DIMS] = {0}, count[MF_MAX_DIMS] = {0};
+    for (int i = 0; i < gm->ndim; i++) {
+        dims[i] = (hsize_t)gm->shape[i];
+        start[i] = select ? (hsize_t)b->start[i] : 0;
+        count[i] = select ? (hsize_t)b->count[i] : 0;
+    }
+    hid_t sp = gm->ndim ? H5Screate_simple(gm->ndim, dims, NULL) : H5Screate(H5S_SCALAR);
+    if (!select) H5Sselect_none(sp);
+    else if (gm->ndim) H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL);
+    return sp;
+}
+
+static hid_t mem_space(const mfi_meta *gm, const mfi_box *b, bool select)
+{
+    hsize_t count[MF_MAX_DIMS];
+    for (int i = 0; i < gm->ndim; i++) count[i] = select ? (hsize_t)b->count[i] : 1;
+    hid_t sp = gm->ndim ? H5Screate_simple(gm->ndim, count, NULL) : H5Screate(H5S_SCALAR);
+    if (!select) H5Sselect_none(sp);
+    return sp;
+}
+
+/* ---------------------------------------------------------------- save */
+static mf_status write_tensor(hid_t group, hid_t dxpl, const char *name, mf_tensor *t, char *msg, size_t msglen)
+{
+    layout l;
+    MF_TRY(layout_of(t, &l));
+    mf_tensor *src = NULL;
+    mf_status st = MF_OK;
+    /* P dimensions are summed first: each block then has one value */
+    bool partial = false;
+    for (int d = 0; d < l.sbp.ndim; d++) partial |= l.sbp.d[d].kind == MF_SBP_P;
+    if (partial) {
+        mf_nd_sbp b = l.sbp;
+        for (int d = 0; d < b.ndim; d++)
+            if (b.d[d].kind == MF_SBP_P) b.d[d].kind = MF_SBP_B;
+        bool prev = mf_set_grad_enabled(false);
+        mf_tensor *r = mfi_redistribute(t, l.p, &b);
+        mf_set_grad_enabled(prev);
+        if (!r) {
+            st = mf_last_status();
+            goto out;
+        }
+        src = l.holds ? mfi_contiguous_raw(r->global->local) : NULL;
+        mf_tensor_destroy(r);
+    } else if (l.holds) {
+        src = mfi_contiguous_raw(mfi_local(t));
+    }
+    if (l.holds && !src) {
+        st = mf_last_status();
+        goto out;
+    }
+    bool write = l.holds && l.first;
+    uint64_t part = write ? block_checksum(mf_tensor_data(src), &l.gm, &l.box) : 0, sum = 0;
+    st = sum_checksum(part, &sum);
+    if (st != MF_OK) goto out;
+    hid_t fs = file_space(&l.gm, &l.box, true), ms = mem_space(&l.gm, &l.box, write);
+    hid_t ds = H5Dcreate2(group, name, file_type(l.gm.dtype), fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (ds < 0) {
+        snprintf(msg, msglen, "cannot create dataset '%s'", name);
+        st = MF_ERR_IO;
+    } else {
+        H5Sclose(fs);
+        fs = file_space(&l.gm, &l.box, write);
+        if (H5Dwrite(ds, mem_type(l.gm.dtype), ms, fs, dxpl, write ? mf_tensor_data(src) : NULL) < 0) {
+            snprintf(msg, msglen, "cannot write tensor '%s'", name);
+            st = MF_ERR_IO;
+        }
+        char sb[96], pl[256];
+        set_attr_str(ds, "sbp", mf_nd_sbp_str(&l.sbp, sb, sizeof sb));
+        set_attr_str(ds, "placement", mf_placement_str(l.p, pl, sizeof pl));
+        set_attr_i64(ds, "checksum", (int64_t)sum);
+        H5Dclose(ds);
+    }
+    H5Sclose(fs);
+    H5Sclose(ms);
+out:
+    mf_tensor_destroy(src);
+    mf_placement_destroy(l.owned);
+    return st;
+}
+
+mf_status mf_ckpt_save(const char *path, mf_module *model, const mf_train_state *state)
+{
+    if (!path || !model) MF_FAIL(MF_ERR_ARG, "mf_ckpt_save: path or model is NULL");
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    char tmp[4096], msg[4608] = "";
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    mf_tensor_list *sd = mf_module_state_dict(model);
+    if (!sd) return mf_last_status();
+    mf_status st = MF_OK;
+    hid_t fapl = open_fapl(), file = -1, dxpl = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    if (fapl >= 0) file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (file < 0) {
+        snprintf(msg, sizeof msg, "cannot create %s: %s", tmp,
+                 access(tmp, F_OK) == 0 || errno != ENOENT ? "not writable" : "the directory does not exist or is not writable");
+        st = MF_ERR_IO;
+    }
+    if (st == MF_OK) {
+        mf_train_state zero = {0, 0, 0, 0};
+        const mf_train_state *s = state ? state : &zero;
+        char created[64];
+        time_t now = time(NULL);
+        strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        mfi_bcast(mfi_comm_world(), created, sizeof created / 4, MF_I32, 0);   /* one timestamp */
+        set_attr_str(file, "format", FORMAT_NAME);
+        set_attr_i64(file, "version", FORMAT_VERSION);
+        set_attr_i64(file, "step", s->step);
+        set_attr_i64(file, "epoch", s->epoch);
+        set_attr_i64(file, "world_size", mf_world_size());
+        set_attr_i64(file, "seed", (int64_t)s->seed);
+        set_attr_str(file, "created", created);
+        hid_t data = H5Gcreate2(file, "data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        set_attr_i64(data, "epoch", s->epoch);
+        set_attr_i64(data, "cursor", s->cursor);
+        H5Gclose(data);
+        hid_t g = H5Gcreate2(file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        for (int i = 0; i < sd->n && st == MF_OK; i++)
+            st = write_tensor(g, dxpl, sd->items[i].name, sd->items[i].tensor, msg, sizeof msg);
+        H5Gclose(g);
+    }
+    if (file >= 0 && H5Fclose(file) < 0 && st == MF_OK) {
+        snprintf(msg, sizeof msg, "cannot finish writing %s", tmp);
+        st = MF_ERR_IO;
+    }
+    if (fapl >= 0) H5Pclose(fapl);
+    H5Pclose(dxpl);
+    mf_tensor_list_destroy(sd);
+    if (st != MF_OK && msg[0]) mfi_error(st, "mf_ckpt_save: %s", msg);
+    st = mf_agree(st);
+    mfi_comm_barrier();
+    if (mf_rank() == 0) {
+        /* only now, with every rank done, does the file take its name */
+        if (st == MF_OK && rename(tmp, path) != 0)
+            st = mfi_error(MF_ERR_IO, "mf_ckpt_save: cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        if (st != MF_OK) remove(tmp);
+    }
+    st = mf_agree(st);
+    mfi_comm_barrier();
+    return st;
+}
+
+/* ---------------------------------------------------------------- load */
+typedef struct pending {
+    mf_tensor *dst;        /* this rank's piece to overwrite (NULL outside) */
+    mf_tensor *buf;        /* what was read */
+} pending;
+
+/* Reads dataset `name` for t into *buf (this rank's block of t's current
+ * layout); fills msg and returns an error when the dataset does not fit. */
+static mf_status read_tensor(hid_t group, hid_t dxpl, const char *file, const char *name, mf_tensor *t, pending *pd,
+                             char *msg, size_t msglen)
+{
+    layout l;
+    MF_TRY(layout_of(t, &l));
+    mf_status st = MF_OK;
+    char want[128], got[128];
+    hid_t ds = H5Lexists(group, name, H5P_DEFAULT) > 0 ? H5Dopen2(group, name, H5P_DEFAULT) : -1;
+    if (ds < 0) {
+        snprintf(msg, msglen, "%s: tensor '%s' is missing (the model has it, the checkpoint does not)", file, name);
+        st = MF_ERR_FORMAT;
+        goto out;
+    }
+    hid_t fs = H5Dget_space(ds), ft = H5Dget_type(ds);
+    hsize_t dims[MF_MAX_DIMS];
+    int nd = H5Sget_simple_extent_ndims(fs);
+    bool shape_ok = nd == l.gm.ndim && nd >= 0 && nd <= MF_MAX_DIMS;
+    if (shape_ok) H5Sget_simple_extent_dims(fs, dims, NULL);
+    int64_t fshape[MF_MAX_DIMS];
+    for (int i = 0; shape_ok && i < nd; i++) {
+        fshape[i] = (int64_t)dims[i];
+        shape_ok = fshape[i] == l.gm.shape[i];
+    }
+    bool type_ok = H5Tget_class(ft) == H5Tget_class(file_type(l.gm.dtype)) && H5Tget_size(ft) == mf_dtype_size(l.gm.dtype);
+    if (!shape_ok) {
+        snprintf(msg, msglen, "%s: tensor '%s' has shape %s in the checkpoint but %s in the model", file, name,
+                 nd >= 0 && nd <= MF_MAX_DIMS ? mfi_shape_str(nd, fshape, got, sizeof got) : "(unreadable)",
+                 mfi_shape_str(l.gm.ndim, l.gm.shape, want, sizeof want));
+        st = MF_ERR_SHAPE;
+    } else if (!type_ok) {
+        snprintf(msg, msglen, "%s: tensor '%s' has another dtype in the checkpoint than the model's %s", file, name,
+                 mf_dtype_name(l.gm.dtype));
+        st = MF_ERR_DTYPE;
+    }
+    /* every rank reads (collectively) its block; P dimensions: the value
+     * goes to coordinate 0, zeros elsewhere */
+    bool zero = false;
+    for (int d = 0; l.holds && d < l.sbp.ndim; d++)
+        if (l.sbp.d[d].kind == MF_SBP_P && l.p->coord[d] != 0) zero = true;
+    bool read = st == MF_OK && l.holds;
+    if (read) {
+        pd->buf = mfi_tensor_new(l.gm.dtype, l.gm.ndim, l.box.count);
+        if (!pd->buf) read = false;
+    }
+    hid_t fsel = file_space(&l.gm, &l.box, read), msel = mem_space(&l.gm, &l.box, read);
+    /* collective: every rank calls it, with or without a selection */
+    herr_t r = H5Dread(ds, mem_type(l.gm.dtype), msel, fsel, dxpl, read ? mf_tensor_data(pd->buf) : NULL);
+    if (r < 0 && st == MF_OK) {
+        snprintf(msg, msglen, "%s: cannot read tensor '%s' (the file may be truncated)", file, name);
+        st = MF_ERR_IO;
+    }
+    H5Sclose(fsel);
+    H5Sclose(msel);
+    /* the checksum over a partition of the tensor: the readers that are
+     * coordinate 0 on every B and P dimension */
+    uint64_t part = read && l.first ? block_checksum(mf_tensor_data(pd->buf), &l.gm, &l.box) : 0, sum = 0;
+    int64_t want_sum = 0;
+    mf_status cs = sum_checksum(part, &sum);
+    if (cs != MF_OK) st = cs;
+    else if (st == MF_OK && get_attr_i64(ds, "checksum", &want_sum) && (uint64_t)want_sum != sum) {
+        snprintf(msg, msglen, "%s: tensor '%s' fails its checksum (stored %016llx, read %016llx): the file is damaged",
+                 file, name, (unsigned long long)want_sum, (unsigned long long)sum);
+        st = MF_ERR_FORMAT;
+    }
+    if (read && zero) mf_fill_(pd->buf, 0.0);
+    pd->dst = l.holds ? mfi_local(t) : NULL;
+    H5Tclose(ft);
+    H5Sclose(fs);
+    H5Dclose(ds);
+out:
+    mf_placement_destroy(l.owned);
+    return st;
+}
+
+mf_status mf_ckpt_load(const char *path, mf_module *model, mf_train_state *state)
+{
+    if (!path || !model) MF_FAIL(MF_ERR_ARG, "mf_ckpt_load: path or model is NULL");
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    char msg[768] = "";
+    mf_status st = MF_OK;
+    /* plain checks on rank 0 first, for clear messages */
+    if (mf_rank() == 0) {
+        if (access(path, R_OK) != 0) {
+            snprintf(msg, sizeof msg, "%s: cannot read the checkpoint: %s", path, strerror(errno));
+            st = MF_ERR_IO;
+        } else if (H5Fis_hdf5(path) <= 0) {
+            snprintf(msg, sizeof msg, "%s: not an HDF5 file (or truncated before its superblock)", path);
+            st = MF_ERR_FORMAT;
+        }
+        if (st != MF_OK) mfi_error(st, "mf_ckpt_load: %s", msg);
+    }
+    MF_TRY(mf_agree(st));
+    mf_tensor_list *sd = mf_module_state_dict(model);
+    if (!sd) return mf_last_status();
+    pending *pd = calloc((size_t)sd->n + 1, sizeof *pd);
+    hid_t fapl = open_fapl(), file = -1, dxpl = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    if (!pd) st = MF_ERR_NOMEM;
+    if (st == MF_OK && fapl >= 0) file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (st == MF_OK && file < 0) {
+        snprintf(msg, sizeof msg, "%s: cannot open the HDF5 file (damaged or truncated)", path);
+        st = MF_ERR_FORMAT;
+    }
+    char fmt[64];
+    int64_t version = 0;
+    if (st == MF_OK && (!get_attr_str(file, "format", fmt, sizeof fmt) || strcmp(fmt, FORMAT_NAME))) {
+        snprintf(msg, sizeof msg, "%s: the format attribute is '%s', not '%s': not an mpiflow checkpoint", path, fmt,
+                 FORMAT_NAME);
+        st = MF_ERR_FORMAT;
+    } else if (st == MF_OK && (!get_attr_i64(file, "version", &version) || version != FORMAT_VERSION)) {
+        snprintf(msg, sizeof msg, "%s: checkpoint version %lld; this mpiflow reads version %d", path, (long long)version,
+                 FORMAT_VERSION);
+        st = MF_ERR_FORMAT;
+    }
+    hid_t g = st == MF_OK ? H5Gopen2(file, "model", H5P_DEFAULT) : -1;
+    if (st == MF_OK && g < 0) {
+        snprintf(msg, sizeof msg, "%s: no /model group", path);
+        st = MF_ERR_FORMAT;
+    }
+    /* read everything (collective: every rank reads every tensor, and a
+     * failing one still takes part in the others' collectives) */
+    for (int i = 0; i < sd->n && g >= 0; i++) {
+        char m[768] = "";
+        mf_status s = read_tensor(g, dxpl, path, sd->items[i].name, sd->items[i].tensor, &pd[i], m, sizeof m);
+        if (s != MF_OK && st == MF_OK) {
+            st = s;
+            snprintf(msg, sizeof msg, "%s", m[0] ? m : mf_last_error());
+        }
+    }
+    if (g >= 0) H5Gclose(g);
+    mf_train_state ts = {0, 0, 0, 0};
+    if (st == MF_OK) {
+        int64_t seed = 0;
+        get_attr_i64(file, "step", &ts.step);
+        get_attr_i64(file, "seed", &seed);
+        ts.seed = (uint64_t)seed;
+        hid_t data = H5Gopen2(file, "data", H5P_DEFAULT);
+        if (data >= 0) {
+            get_attr_i64(data, "epoch", &ts.epoch);
+            get_attr_i64(data, "cursor", &ts.cursor);
+            H5Gclose(data);
+        }
+    }
+    if (file >= 0) H5Fclose(file);
+    if (fapl >= 0) H5Pclose(fapl);
+    H5Pclose(dxpl);
+    if (st != MF_OK && msg[0]) mfi_error(st, "mf_ckpt_load: %s", msg);
+    st = mf_agree(st);
+    /* every check passed everywhere: now overwrite the model */
+    for (int i = 0; pd && i < sd->n; i++) {
+        if (st == MF_OK && pd[i].dst && pd[i].buf) {
+            mf_status s = mf_copy_(pd[i].dst, pd[i].buf);
+            if (s != MF_OK) st = s;
+        }
+        mf_tensor_destroy(pd[i].buf);
+    }
+    free(pd);
+    mf_tensor_list_destroy(sd);
+    if (st == MF_OK && state) *state = ts;
+    return mf_agree(st);
+}

@@ -1,0 +1,223 @@
+/*
+ * tests/test_ckpt.c - parallel-HDF5 checkpoints: round trips, resharding
+ * between parallel layouts, the training state, and every bad input
+ * (missing, not HDF5, wrong format, truncated, missing tensor, wrong
+ * shape, checksum mismatch, unwritable directory) with the model left
+ * unchanged. Runs under mpiexec -n 1 to 4 (tests/ckpt.sh).
+ */
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "tests/test_util.h"
+
+static char dir[256];
+
+static const char *path_of(const char *name)
+{
+    static char buf[4][512];   /* a few live at once in one call */
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+/* the mlp, with a layout: "none", "dp", "mp", "2d" */
+static mf_module *mlp(const char *layout, uint64_t seed)
+{
+    mf_manual_seed(seed);
+    mf_module *m = mf_model_create("mlp", 1, 6, 6, 5);
+    if (!m || !strcmp(layout, "none")) return m;
+    mf_placement *p = !strcmp(layout, "2d") ? mf_placement_parse("0-3 mesh 2x2") : mf_placement_world();
+    if (!strcmp(layout, "mp")) {
+        mf_module_param_to_global(m, "hidden.weight", p, "S(0)");
+        mf_module_param_to_global(m, "output.weight", p, "S(1)");
+    } else if (!strcmp(layout, "2d")) {
+        mf_module_param_to_global(m, "hidden.weight", p, "B,S(0)");
+        mf_module_param_to_global(m, "output.bias", p, "S(0),B");
+    }
+    mf_module_to_global(m, p, !strcmp(layout, "2d") ? "B,B" : "B");
+    mf_placement_destroy(p);
+    return m;
+}
+
+/* max difference between two models' state */
+static double model_diff(mf_module *a, mf_module *b)
+{
+    mf_tensor_list *la = mf_module_state_dict(a), *lb = mf_module_state_dict(b);
+    double worst = la->n == lb->n ? 0 : INFINITY;
+    for (int i = 0; i < la->n && i < lb->n; i++) {
+        mf_tensor *fb = mf_tensor_is_global(lb->items[i].tensor) ? mf_global_gather(lb->items[i].tensor)
+                                                                   : mf_tensor_retain(lb->items[i].tensor);
+        double d = mf_test_max_diff(la->items[i].tensor, fb, false);
+        if (!(d <= worst)) worst = d;
+        mf_tensor_destroy(fb);
+    }
+    mf_tensor_list_destroy(la);
+    mf_tensor_list_destroy(lb);
+    return worst;
+}
+
+START_TEST(test_round_trip_and_reshard)
+{
+    const char *layouts[] = {"none", "dp", "mp", "2d"};
+    for (int a = 0; a < 4; a++) {
+        if (!strcmp(layouts[a], "2d") && mf_world_size() != 4) continue;
+        mf_module *src = mlp(layouts[a], 1);
+        ck_assert_nonnull(src);
+        mf_train_state st = {123, 4, 640, 99};
+        ck_assert_ok(mf_ckpt_save(path_of("a.h5"), src, &st));
+        ck_assert(access(path_of("a.h5"), R_OK) == 0);
+        ck_assert(access(path_of("a.h5.tmp"), F_OK) != 0);
+        for (int b = 0; b < 4; b++) {
+            if (!strcmp(layouts[b], "2d") && mf_world_size() != 4) continue;
+            mf_module *dst = mlp(layouts[b], 2);   /* other values */
+            ck_assert(model_diff(src, dst) > 0);
+            mf_train_state got = {0, 0, 0, 0};
+            ck_assert_ok(mf_ckpt_load(path_of("a.h5"), dst, &got));
+            ck_assert_msg(model_diff(src, dst) == 0, "%s -> %s", layouts[a], layouts[b]);
+            ck_assert(got.step == 123 && got.epoch == 4 && got.cursor == 640 && got.seed == 99);
+            mf_module_destroy(dst);
+        }
+        mf_module_destroy(src);
+    }
+}
+END_TEST
+
+/* byte offset of a dataset's data in the file, read with plain HDF5 */
+static long data_offset(const char *file, const char *dset)
+{
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, dset, H5P_DEFAULT);
+    haddr_t off = H5Dget_offset(d);
+    H5Dclose(d);
+    H5Fclose(f);
+    return (long)off;
+}
+
+static void write_bytes(const char *file, long off, const void *bytes, size_t n, long truncate_to)
+{
+    if (mf_rank() == 0) {
+        FILE *f = fopen(file, "r+b");
+        if (f && off >= 0) {
+            fseek(f, off, SEEK_SET);
+            fwrite(bytes, 1, n, f);
+        }
+        if (f) fclose(f);
+        if (truncate_to >= 0) ck_assert(truncate(file, truncate_to) == 0);
+    }
+    mf_agree(MF_OK);   /* a barrier */
+}
+
+START_TEST(test_bad_checkpoints)
+{
+    mf_module *m = mlp("dp", 1), *ref = mlp("dp", 1), *lenet;
+    ck_assert_ok(mf_ckpt_save(path_of("good.h5"), m, NULL));
+    /* missing file; not HDF5 */
+    ck_assert_fails(mf_ckpt_load(path_of("nothere.h5"), m, NULL), MF_ERR_IO, "nothere.h5: cannot read the checkpoint");
+    if (mf_rank() == 0) {
+        FILE *f = fopen(path_of("text.h5"), "w");
+        fputs("this is not HDF5\n", f);
+        fclose(f);
+    }
+    mf_agree(MF_OK);
+    ck_assert_fails(mf_ckpt_load(path_of("text.h5"), m, NULL), MF_ERR_FORMAT, "text.h5: not an HDF5 file");
+    /* a missing tensor, a wrong shape: names the file and the tensor */
+    mf_manual_seed(3);
+    lenet = mf_model_create("lenet", 1, 8, 8, 5);
+    mf_placement *w = mf_placement_world();
+    mf_module_to_global(lenet, w, "B");
+    ck_assert_fails(mf_ckpt_load(path_of("good.h5"), lenet, NULL), MF_ERR_FORMAT, "good.h5: tensor 'conv1.weight' is missing");
+    mf_module *wide = mf_model_create("mlp", 1, 6, 7, 5);
+    ck_assert_fails(mf_ckpt_load(path_of("good.h5"), wide, NULL), MF_ERR_SHAPE,
+                    "tensor 'hidden.weight' has shape [512,36] in the checkpoint but [512,42] in the model");
+    /* a flipped byte in hidden.bias: the checksum catches it; the model is unchanged */
+    if (mf_rank() == 0) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "cp %s %s", path_of("good.h5"), path_of("flip.h5"));
+        ck_assert(system(cmd) == 0);
+    }
+    mf_agree(MF_OK);
+    long off = mf_rank() == 0 ? data_offset(path_of("flip.h5"), "/model/hidden.bias") : -1;
+    const unsigned char junk[4] = {0x12, 0x34, 0x56, 0x78};
+    write_bytes(path_of("flip.h5"), off + 8, junk, 4, -1);
+    mf_tensor *b = mf_module_get(m, "hidden.bias");
+    ck_assert_ok(mf_fill_(b, 7.0));
+    ck_assert_fails(mf_ckpt_load(path_of("flip.h5"), m, NULL), MF_ERR_FORMAT, "tensor 'hidden.bias' fails its checksum");
+    ck_assert(mf_tensor_item(mf_mean_all(b)) == 7.0);   /* untouched */
+    /* truncated */
+    if (mf_rank() == 0) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "head -c 3000 %s > %s", path_of("good.h5"), path_of("short.h5"));
+        ck_assert(system(cmd) == 0);
+    }
+    mf_agree(MF_OK);
+    mf_clear_error();
+    ck_assert(mf_ckpt_load(path_of("short.h5"), m, NULL) != MF_OK);
+    ck_assert_msg(strstr(mf_last_error(), "short.h5"), "%s", mf_last_error());
+    /* an unwritable place: an error, and nothing created */
+    ck_assert_fails(mf_ckpt_save("/nonexistent-dir/x.h5", m, NULL), MF_ERR_IO, "cannot create /nonexistent-dir/x.h5.tmp");
+    /* the good one still loads */
+    ck_assert_ok(mf_ckpt_load(path_of("good.h5"), m, NULL));
+    ck_assert(model_diff(ref, m) == 0);
+    mf_module_destroy(m);
+    mf_module_destroy(ref);
+    mf_module_destroy(lenet);
+    mf_module_destroy(wide);
+    mf_placement_destroy(w);
+}
+END_TEST
+
+/* Across world sizes (tests/ckpt.sh): MF_CKPT_FILE and MF_CKPT_MODE=save
+ * or load; the layout follows the rank count (1: local, 3: mp, 4: 2d,
+ * else dp). The loaded model must equal a fresh one of the same seed. */
+START_TEST(test_across_world_sizes)
+{
+    const char *file = getenv("MF_CKPT_FILE"), *mode = getenv("MF_CKPT_MODE");
+    if (!file || !mode) return;
+    int n = mf_world_size();
+    const char *layout = n == 1 ? "none" : n == 3 ? "mp" : n == 4 ? "2d" : "dp";
+    mf_module *ref = mlp(layout, 1);
+    mf_train_state st = {7, 1, 96, 1};
+    if (!strcmp(mode, "save")) {
+        ck_assert_ok(mf_ckpt_save(file, ref, &st));
+    } else {
+        mf_module *m = mlp(layout, 2);
+        mf_train_state got;
+        ck_assert_ok(mf_ckpt_load(file, m, &got));
+        ck_assert_msg(model_diff(ref, m) == 0, "loaded on %d ranks as %s", n, layout);
+        ck_assert(got.step == 7 && got.cursor == 96);
+        mf_module_destroy(m);
+    }
+    mf_module_destroy(ref);
+}
+END_TEST
+
+Suite *ckpt_suite(void)
+{
+    Suite *s = suite_create("ckpt");
+    TCase *tc = tcase_create("ckpt");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_round_trip_and_reshard);
+    tcase_add_test(tc, test_bad_checkpoints);
+    tcase_add_test(tc, test_across_world_sizes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+static int run(int argc, char **argv)
+{
+    return mf_test_main(argc, argv, ckpt_suite);
+}
+
+int main(int argc, char **argv)
+{
+    /* one directory shared by the ranks of this run (same host) */
+    const char *base = getenv("MF_TEST_TMPDIR");
+    if (!base) {
+        fprintf(stderr, "test_ckpt: set MF_TEST_TMPDIR to a directory for the files (tests/ckpt.sh does)\n");
+        return 2;
+    }
+    snprintf(dir, sizeof dir, "%s", base);
+    return run(argc, argv);
+}
