@@ -66,7 +66,7 @@ START_TEST(test_round_trip_and_reshard)
         mf_module *src = mlp(layouts[a], 1);
         ck_assert_nonnull(src);
         mf_train_state st = {123, 4, 640, 99};
-        ck_assert_ok(mf_ckpt_save(path_of("a.h5"), src, &st));
+        ck_assert_ok(mf_ckpt_save(path_of("a.h5"), src, NULL, &st));
         ck_assert(access(path_of("a.h5"), R_OK) == 0);
         ck_assert(access(path_of("a.h5.tmp"), F_OK) != 0);
         for (int b = 0; b < 4; b++) {
@@ -74,13 +74,88 @@ START_TEST(test_round_trip_and_reshard)
             mf_module *dst = mlp(layouts[b], 2);   /* other values */
             ck_assert(model_diff(src, dst) > 0);
             mf_train_state got = {0, 0, 0, 0};
-            ck_assert_ok(mf_ckpt_load(path_of("a.h5"), dst, &got));
+            ck_assert_ok(mf_ckpt_load(path_of("a.h5"), dst, NULL, &got));
             ck_assert_msg(model_diff(src, dst) == 0, "%s -> %s", layouts[a], layouts[b]);
             ck_assert(got.step == 123 && got.epoch == 4 && got.cursor == 640 && got.seed == 99);
             mf_module_destroy(dst);
         }
         mf_module_destroy(src);
     }
+}
+END_TEST
+
+/* k Adam steps on a fixed batch; returns the last loss */
+static double train(mf_module *m, mf_optim *o, int k)
+{
+    mf_manual_seed(55);
+    mf_tensor *x = mf_randn(MF_F32, 4, (const int64_t[]){8, 1, 6, 6});
+    mf_tensor *u = mf_rand(MF_F32, 1, (const int64_t[]){8}), *u5 = mf_scale(u, 4.99), *y = mf_cast(u5, MF_I64);
+    mf_tensor_list *ps = mf_module_parameters(m);
+    const mf_placement *p = NULL;
+    for (int i = 0; i < ps->n && !p; i++) p = mf_global_placement(ps->items[i].tensor);
+    bool d2 = p && mf_placement_mesh_ndim(p) == 2;
+    mf_tensor *gx = p ? mf_global_from_full(x, p, d2 ? "S(0),B" : "S(0)") : mf_tensor_retain(x);
+    mf_tensor *gy = p ? mf_global_from_full(y, p, d2 ? "S(0),B" : "S(0)") : mf_tensor_retain(y);
+    double loss = NAN;
+    for (int i = 0; i < k; i++) {
+        mf_optim_zero_grad(o);
+        mf_tensor *out = mf_module_forward(m, gx), *l = mf_cross_entropy(out, gy, MF_REDUCTION_MEAN);
+        ck_assert_ok(mf_backward(l));
+        ck_assert_ok(mf_optim_step(o));
+        loss = mf_tensor_item(l);
+        mf_tensor_destroy(out);
+        mf_tensor_destroy(l);
+    }
+    mf_tensor *all[] = {x, u, u5, y, gx, gy};
+    for (int i = 0; i < 6; i++) mf_tensor_destroy(all[i]);
+    mf_tensor_list_destroy(ps);
+    return loss;
+}
+
+static mf_optim *adam(mf_module *m)
+{
+    mf_tensor_list *ps = mf_module_parameters(m);
+    mf_adam_opts ao = mf_adam_defaults();
+    ao.lr = 0.01;
+    mf_optim *o = mf_adam_create(ps, &ao);
+    mf_tensor_list_destroy(ps);
+    return o;
+}
+
+/* 3 steps + save + 3 steps equals 3 steps + load (any layout) + 3 steps */
+START_TEST(test_resume_with_optimizer)
+{
+    const char *layouts[] = {"none", "dp", "mp", "2d"};
+    mf_module *a = mlp("dp", 1);
+    mf_optim *oa = adam(a);
+    train(a, oa, 3);
+    ck_assert_ok(mf_ckpt_save(path_of("opt.h5"), a, oa, NULL));
+    double want = train(a, oa, 3);
+    for (int b = 0; b < 4; b++) {
+        if (!strcmp(layouts[b], "2d") && mf_world_size() != 4) continue;
+        mf_module *m = mlp(layouts[b], 9);
+        mf_optim *o = adam(m);
+        ck_assert_ok(mf_ckpt_load(path_of("opt.h5"), m, o, NULL));
+        ck_assert(mf_optim_steps(o) == 3);
+        double got = train(m, o, 3);
+        ck_assert_msg(fabs(got - want) <= 1e-5 * fabs(want), "resumed as %s: loss %.9g, straight %.9g", layouts[b], got,
+                      want);
+        if (!strcmp(layouts[b], "dp")) ck_assert_msg(got == want, "same layout: %.9g vs %.9g", got, want);
+        mf_optim_destroy(o);
+        mf_module_destroy(m);
+    }
+    /* an SGD run cannot resume from an Adam checkpoint */
+    mf_module *m = mlp("dp", 1);
+    mf_tensor_list *ps = mf_module_parameters(m);
+    mf_sgd_opts so = mf_sgd_defaults();
+    mf_optim *sgd = mf_sgd_create(ps, &so);
+    ck_assert_fails(mf_ckpt_load(path_of("opt.h5"), m, sgd, NULL), MF_ERR_FORMAT,
+                    "the optimizer is adam in the checkpoint but sgd in this run");
+    mf_optim_destroy(sgd);
+    mf_tensor_list_destroy(ps);
+    mf_module_destroy(m);
+    mf_optim_destroy(oa);
+    mf_module_destroy(a);
 }
 END_TEST
 
@@ -112,24 +187,24 @@ static void write_bytes(const char *file, long off, const void *bytes, size_t n,
 START_TEST(test_bad_checkpoints)
 {
     mf_module *m = mlp("dp", 1), *ref = mlp("dp", 1), *lenet;
-    ck_assert_ok(mf_ckpt_save(path_of("good.h5"), m, NULL));
+    ck_assert_ok(mf_ckpt_save(path_of("good.h5"), m, NULL, NULL));
     /* missing file; not HDF5 */
-    ck_assert_fails(mf_ckpt_load(path_of("nothere.h5"), m, NULL), MF_ERR_IO, "nothere.h5: cannot read the checkpoint");
+    ck_assert_fails(mf_ckpt_load(path_of("nothere.h5"), m, NULL, NULL), MF_ERR_IO, "nothere.h5: cannot read the checkpoint");
     if (mf_rank() == 0) {
         FILE *f = fopen(path_of("text.h5"), "w");
         fputs("this is not HDF5\n", f);
         fclose(f);
     }
     mf_agree(MF_OK);
-    ck_assert_fails(mf_ckpt_load(path_of("text.h5"), m, NULL), MF_ERR_FORMAT, "text.h5: not an HDF5 file");
+    ck_assert_fails(mf_ckpt_load(path_of("text.h5"), m, NULL, NULL), MF_ERR_FORMAT, "text.h5: not an HDF5 file");
     /* a missing tensor, a wrong shape: names the file and the tensor */
     mf_manual_seed(3);
     lenet = mf_model_create("lenet", 1, 8, 8, 5);
     mf_placement *w = mf_placement_world();
     mf_module_to_global(lenet, w, "B");
-    ck_assert_fails(mf_ckpt_load(path_of("good.h5"), lenet, NULL), MF_ERR_FORMAT, "good.h5: tensor 'conv1.weight' is missing");
+    ck_assert_fails(mf_ckpt_load(path_of("good.h5"), lenet, NULL, NULL), MF_ERR_FORMAT, "good.h5: tensor 'conv1.weight' is missing");
     mf_module *wide = mf_model_create("mlp", 1, 6, 7, 5);
-    ck_assert_fails(mf_ckpt_load(path_of("good.h5"), wide, NULL), MF_ERR_SHAPE,
+    ck_assert_fails(mf_ckpt_load(path_of("good.h5"), wide, NULL, NULL), MF_ERR_SHAPE,
                     "tensor 'hidden.weight' has shape [512,36] in the checkpoint but [512,42] in the model");
     /* a flipped byte in hidden.bias: the checksum catches it; the model is unchanged */
     if (mf_rank() == 0) {
@@ -143,7 +218,7 @@ START_TEST(test_bad_checkpoints)
     write_bytes(path_of("flip.h5"), off + 8, junk, 4, -1);
     mf_tensor *b = mf_module_get(m, "hidden.bias");
     ck_assert_ok(mf_fill_(b, 7.0));
-    ck_assert_fails(mf_ckpt_load(path_of("flip.h5"), m, NULL), MF_ERR_FORMAT, "tensor 'hidden.bias' fails its checksum");
+    ck_assert_fails(mf_ckpt_load(path_of("flip.h5"), m, NULL, NULL), MF_ERR_FORMAT, "tensor 'hidden.bias' fails its checksum");
     ck_assert(mf_tensor_item(mf_mean_all(b)) == 7.0);   /* untouched */
     /* truncated */
     if (mf_rank() == 0) {
@@ -153,12 +228,12 @@ START_TEST(test_bad_checkpoints)
     }
     mf_agree(MF_OK);
     mf_clear_error();
-    ck_assert(mf_ckpt_load(path_of("short.h5"), m, NULL) != MF_OK);
+    ck_assert(mf_ckpt_load(path_of("short.h5"), m, NULL, NULL) != MF_OK);
     ck_assert_msg(strstr(mf_last_error(), "short.h5"), "%s", mf_last_error());
     /* an unwritable place: an error, and nothing created */
-    ck_assert_fails(mf_ckpt_save("/nonexistent-dir/x.h5", m, NULL), MF_ERR_IO, "cannot create /nonexistent-dir/x.h5.tmp");
+    ck_assert_fails(mf_ckpt_save("/nonexistent-dir/x.h5", m, NULL, NULL), MF_ERR_IO, "cannot create /nonexistent-dir/x.h5.tmp");
     /* the good one still loads */
-    ck_assert_ok(mf_ckpt_load(path_of("good.h5"), m, NULL));
+    ck_assert_ok(mf_ckpt_load(path_of("good.h5"), m, NULL, NULL));
     ck_assert(model_diff(ref, m) == 0);
     mf_module_destroy(m);
     mf_module_destroy(ref);
@@ -180,11 +255,11 @@ START_TEST(test_across_world_sizes)
     mf_module *ref = mlp(layout, 1);
     mf_train_state st = {7, 1, 96, 1};
     if (!strcmp(mode, "save")) {
-        ck_assert_ok(mf_ckpt_save(file, ref, &st));
+        ck_assert_ok(mf_ckpt_save(file, ref, NULL, &st));
     } else {
         mf_module *m = mlp(layout, 2);
         mf_train_state got;
-        ck_assert_ok(mf_ckpt_load(file, m, &got));
+        ck_assert_ok(mf_ckpt_load(file, m, NULL, &got));
         ck_assert_msg(model_diff(ref, m) == 0, "loaded on %d ranks as %s", n, layout);
         ck_assert(got.step == 7 && got.cursor == 96);
         mf_module_destroy(m);
@@ -200,6 +275,7 @@ Suite *ckpt_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_round_trip_and_reshard);
     tcase_add_test(tc, test_bad_checkpoints);
+    tcase_add_test(tc, test_resume_with_optimizer);
     tcase_add_test(tc, test_across_world_sizes);
     suite_add_tcase(s, tc);
     return s;

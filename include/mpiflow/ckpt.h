@@ -5,6 +5,8 @@
  *   /                       attrs format="mpiflow-checkpoint", version=1, step, epoch,
  *                           world_size, seed, created
  *   /model/<state_dict key> the global tensor; attrs sbp, placement, checksum
+ *   /optim/<param>/<state>  e.g. /optim/hidden.weight/exp_avg, laid out as the parameter
+ *   /optim                  attrs type, lr, step, and the optimizer's hyper-parameters
  *   /data                   attrs epoch, cursor
  *
  * Saving is collective: every rank writes only the blocks it owns (one
@@ -21,6 +23,7 @@
 #define MPIFLOW_CKPT_H
 
 #include "mpiflow/nn.h"
+#include "mpiflow/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,13 +36,14 @@ typedef struct mf_train_state {
     uint64_t seed;
 } mf_train_state;
 
-/* Writes the model's state_dict (parameters and buffers) and the
- * training state; state may be NULL. Collective. */
-MF_API mf_status mf_ckpt_save(const char *path, mf_module *model, const mf_train_state *state);
-/* Reads them back into the model's tensors, whatever their placement
- * and SBP now; state may be NULL. Collective; the model is left
- * unchanged when any check fails. */
-MF_API mf_status mf_ckpt_load(const char *path, mf_module *model, mf_train_state *state);
+/* Writes the model's state_dict (parameters and buffers), the
+ * optimizer's state and hyper-parameters, and the training state; optim
+ * and state may be NULL. Collective. */
+MF_API mf_status mf_ckpt_save(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state);
+/* Reads them back into the model's tensors (and the optimizer's state),
+ * whatever their placement and SBP now; optim and state may be NULL.
+ * Collective; the model is left unchanged when any check fails. */
+MF_API mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_train_state *state);
 
 #ifdef __cplusplus
 }

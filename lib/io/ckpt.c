@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include "collectives/comm.h"
 #include "lib/global/global_internal.h"
+#include "lib/optim/optim_internal.h"
 
 #define FORMAT_NAME "mpiflow-checkpoint"
 #define FORMAT_VERSION 1
@@ -269,7 +270,81 @@ out:
     return st;
 }
 
-mf_status mf_ckpt_save(const char *path, mf_module *model, const mf_train_state *state)
+/* State k of parameter i as a tensor laid out like the parameter (a
+ * global wrapper around the local piece); NULL if the optimizer does
+ * not use it or has not stepped yet (the same on every rank). */
+static mf_tensor *state_view(mf_optim *o, int i, int k, bool create)
+{
+    if (!o->uses[k] || !o->state_names[k]) return NULL;
+    mfi_opt_param *pp = &o->params[i];
+    mf_tensor *piece = mfi_local(pp->p);
+    if (piece && !pp->state[k] && create) pp->state[k] = mf_zeros_like(piece);
+    if (!pp->p->global) return pp->state[k] ? mf_tensor_retain(pp->state[k]) : NULL;
+    mfi_meta gm;
+    mfi_meta_of(pp->p, &gm);
+    mf_tensor *st = piece ? pp->state[k] : NULL;
+    if (piece && !st) return NULL;
+    return mfi_global_wrap(mf_tensor_retain(st), pp->p->global->placement, &pp->p->global->sbp, &gm, false);
+}
+
+static void optim_attrs(hid_t g, const mf_optim *o)
+{
+    set_attr_str(g, "type", o->type);
+    set_attr_i64(g, "step", o->steps);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    const char *names[8];
+    double vals[8];
+    int n = 0;
+    names[n] = "lr", vals[n++] = o->lr;
+    if (!strcmp(o->type, "sgd")) {
+        names[n] = "momentum", vals[n++] = o->h.sgd.momentum;
+        names[n] = "weight_decay", vals[n++] = o->h.sgd.weight_decay;
+    } else if (!strcmp(o->type, "rmsprop")) {
+        names[n] = "alpha", vals[n++] = o->h.rms.alpha;
+        names[n] = "eps", vals[n++] = o->h.rms.eps;
+        names[n] = "momentum", vals[n++] = o->h.rms.momentum;
+        names[n] = "weight_decay", vals[n++] = o->h.rms.weight_decay;
+    } else {
+        names[n] = "beta1", vals[n++] = o->h.adam.beta1;
+        names[n] = "beta2", vals[n++] = o->h.adam.beta2;
+        names[n] = "eps", vals[n++] = o->h.adam.eps;
+        names[n] = "weight_decay", vals[n++] = o->h.adam.weight_decay;
+    }
+    for (int i = 0; i < n; i++) {
+        hid_t a = H5Acreate2(g, names[i], H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+        if (a >= 0) {
+            H5Awrite(a, H5T_NATIVE_DOUBLE, &vals[i]);
+            H5Aclose(a);
+        }
+    }
+    H5Sclose(sp);
+}
+
+static mf_status write_optim(hid_t file, hid_t dxpl, mf_optim *o, char *msg, size_t msglen)
+{
+    hid_t g = H5Gcreate2(file, "optim", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0) {
+        snprintf(msg, msglen, "cannot create /optim");
+        return MF_ERR_IO;
+    }
+    optim_attrs(g, o);
+    mf_status st = MF_OK;
+    for (int i = 0; i < o->n && st == MF_OK; i++) {
+        hid_t pg = -1;
+        for (int k = 0; k < o->nstate && st == MF_OK; k++) {
+            mf_tensor *t = o->steps > 0 ? state_view(o, i, k, true) : NULL;
+            if (!t) continue;
+            if (pg < 0) pg = H5Gcreate2(g, o->params[i].name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            st = write_tensor(pg, dxpl, o->state_names[k], t, msg, msglen);
+            mf_tensor_destroy(t);
+        }
+        if (pg >= 0) H5Gclose(pg);
+    }
+    H5Gclose(g);
+    return st;
+}
+
+mf_status mf_ckpt_save(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state)
 {
     if (!path || !model) MF_FAIL(MF_ERR_ARG, "mf_ckpt_save: path or model is NULL");
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -308,6 +383,7 @@ mf_status mf_ckpt_save(const char *path, mf_module *model, const mf_train_state 
         for (int i = 0; i < sd->n && st == MF_OK; i++)
             st = write_tensor(g, dxpl, sd->items[i].name, sd->items[i].tensor, msg, sizeof msg);
         H5Gclose(g);
+        if (st == MF_OK && optim) st = write_optim(file, dxpl, optim, msg, sizeof msg);
     }
     if (file >= 0 && H5Fclose(file) < 0 && st == MF_OK) {
         snprintf(msg, sizeof msg, "cannot finish writing %s", tmp);
@@ -412,7 +488,45 @@ out:
     return st;
 }
 
-mf_status mf_ckpt_load(const char *path, mf_module *model, mf_train_state *state)
+/* Reads /optim into pending entries after the model's (n of them). */
+static mf_status read_optim(hid_t file, hid_t dxpl, const char *path, mf_optim *o, pending *pd, int *n, int64_t *steps,
+                            char *msg, size_t msglen)
+{
+    hid_t g = H5Lexists(file, "optim", H5P_DEFAULT) > 0 ? H5Gopen2(file, "optim", H5P_DEFAULT) : -1;
+    if (g < 0) {
+        snprintf(msg, msglen, "%s: no optimizer state (/optim) to resume %s from", path, o->type);
+        return MF_ERR_FORMAT;
+    }
+    char type[32];
+    mf_status st = MF_OK;
+    if (!get_attr_str(g, "type", type, sizeof type) || strcmp(type, o->type)) {
+        snprintf(msg, msglen, "%s: the optimizer is %s in the checkpoint but %s in this run", path, type, o->type);
+        st = MF_ERR_FORMAT;
+    }
+    if (st == MF_OK && !get_attr_i64(g, "step", steps)) *steps = 0;
+    for (int i = 0; i < o->n && st == MF_OK && *steps > 0; i++) {
+        hid_t pg = H5Lexists(g, o->params[i].name, H5P_DEFAULT) > 0 ? H5Gopen2(g, o->params[i].name, H5P_DEFAULT) : -1;
+        for (int k = 0; k < o->nstate && st == MF_OK; k++) {
+            mf_tensor *t = state_view(o, i, k, true);
+            if (!t) continue;
+            char name[512];
+            snprintf(name, sizeof name, "%s/%s", o->params[i].name, o->state_names[k]);
+            if (pg < 0) {
+                snprintf(msg, msglen, "%s: optimizer state '%s' is missing", path, name);
+                st = MF_ERR_FORMAT;
+            } else {
+                st = read_tensor(pg, dxpl, path, o->state_names[k], t, &pd[*n], msg, msglen);
+                (*n)++;
+            }
+            mf_tensor_destroy(t);
+        }
+        if (pg >= 0) H5Gclose(pg);
+    }
+    H5Gclose(g);
+    return st;
+}
+
+mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_train_state *state)
 {
     if (!path || !model) MF_FAIL(MF_ERR_ARG, "mf_ckpt_load: path or model is NULL");
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -432,7 +546,8 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_train_state *state
     MF_TRY(mf_agree(st));
     mf_tensor_list *sd = mf_module_state_dict(model);
     if (!sd) return mf_last_status();
-    pending *pd = calloc((size_t)sd->n + 1, sizeof *pd);
+    int npd = sd->n, nstates = optim ? optim->n * MFI_OPT_MAX_STATE : 0;
+    pending *pd = calloc((size_t)(sd->n + nstates) + 1, sizeof *pd);
     hid_t fapl = open_fapl(), file = -1, dxpl = H5Pcreate(H5P_DATASET_XFER);
     H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
     if (!pd) st = MF_ERR_NOMEM;
@@ -468,6 +583,12 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_train_state *state
         }
     }
     if (g >= 0) H5Gclose(g);
+    int64_t opt_steps = 0;
+    if (st == MF_OK && optim) {
+        char m[768] = "";
+        st = read_optim(file, dxpl, path, optim, pd, &npd, &opt_steps, m, sizeof m);
+        if (st != MF_OK) snprintf(msg, sizeof msg, "%s", m[0] ? m : mf_last_error());
+    }
     mf_train_state ts = {0, 0, 0, 0};
     if (st == MF_OK) {
         int64_t seed = 0;
@@ -487,7 +608,7 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_train_state *state
     if (st != MF_OK && msg[0]) mfi_error(st, "mf_ckpt_load: %s", msg);
     st = mf_agree(st);
     /* every check passed everywhere: now overwrite the model */
-    for (int i = 0; pd && i < sd->n; i++) {
+    for (int i = 0; pd && i < npd; i++) {
         if (st == MF_OK && pd[i].dst && pd[i].buf) {
             mf_status s = mf_copy_(pd[i].dst, pd[i].buf);
             if (s != MF_OK) st = s;
@@ -496,6 +617,10 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_train_state *state
     }
     free(pd);
     mf_tensor_list_destroy(sd);
+    if (st == MF_OK && optim) {   /* PyTorch keeps a step per parameter; ours all advance together */
+        optim->steps = opt_steps;
+        for (int i = 0; i < optim->n; i++) optim->params[i].step = opt_steps;
+    }
     if (st == MF_OK && state) *state = ts;
     return mf_agree(st);
 }
