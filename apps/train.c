@@ -29,6 +29,7 @@ typedef struct run {
     bool bar;
     par par;
     char err[512];           /* a setup message for every rank */
+    int64_t start_step;      /* > 0 when resumed */
 } run;
 
 /* Prints the failure on every rank that saw it and returns the exit code. */
@@ -136,7 +137,7 @@ static void progress(run *r, int64_t step, int64_t epoch, double loss, double lr
 {
     if (mf_rank() != 0) return;
     char eta[32];
-    double per_step = step ? elapsed / (double)step : 0;
+    double per_step = step > r->start_step ? elapsed / (double)(step - r->start_step) : 0;
     fmt_time(per_step * (double)(r->total_steps - step), eta, sizeof eta);
     if (r->bar) {
         int width = 24, fill = (int)(width * step / r->total_steps);
@@ -282,9 +283,22 @@ static int final_report(run *r, const meter *m)
     if (mf_rank() == 0) {
         printf("final test_accuracy=%.4f test_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f "
                "time_s=%.1f samples_per_sec=%.0f\n",
-               test_acc, test_loss, m->sum / (double)r->total_steps, m->last_loss, (long long)r->total_steps,
+               test_acc, test_loss, m->sum / (double)(r->total_steps - r->start_step), m->last_loss,
+               (long long)r->total_steps,
                (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
-               (double)(r->total_steps * r->o.batch_size) / elapsed);
+               (double)((r->total_steps - r->start_step) * r->o.batch_size) / elapsed);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* --checkpoint: model, optimizer, data position and step */
+static int save(run *r, int64_t done)
+{
+    mf_train_state ts = {done, mf_loader_epoch(r->loader), mf_loader_cursor(r->loader), r->o.seed};
+    if (mf_ckpt_save(r->o.checkpoint, r->model, r->optim, &ts) != MF_OK) return report("saving the checkpoint", 1);
+    if (mf_rank() == 0) {
+        printf("%scheckpoint %s: step %lld\n", r->bar ? "\n" : "", r->o.checkpoint, (long long)done);
         fflush(stdout);
     }
     return 0;
@@ -297,7 +311,8 @@ static int train(run *r)
     meter m = {0};
     m.t0 = m.t_log = mf_time();
     m.last_loss = NAN;
-    for (int64_t step = 0; step < r->total_steps; step++) {
+    m.step_log = r->start_step;
+    for (int64_t step = r->start_step; step < r->total_steps; step++) {
         double lr = r->sched ? mf_lr_schedule_at(r->sched, step) : o->lr;
         mf_optim_set_lr(r->optim, lr);
         double loss;
@@ -310,9 +325,11 @@ static int train(run *r)
         int64_t epoch = mf_loader_epoch(r->loader);
         bool epoch_end = mf_loader_cursor(r->loader) + o->batch_size > mf_dataset_size(r->train);
         meter_step(r, &m, step + 1, epoch, lr, loss);
+        if (o->save_every && (step + 1) % o->save_every == 0 && save(r, step + 1)) return 1;
         if (epoch_end && step + 1 < r->total_steps && o->eval && r->total_epochs > 1 && epoch_report(r, epoch))
             return 1;
     }
+    if (o->checkpoint && !(o->save_every && r->total_steps % o->save_every == 0) && save(r, r->total_steps)) return 1;
     return final_report(r, &m);
 }
 
@@ -376,6 +393,23 @@ int main(int argc, char **argv)
                (long long)r.o.batch_size, r.o.optimizer, r.o.lr, (long long)r.total_steps,
                (long long)r.steps_per_epoch, mf_world_size(), mf_threads(), pd);
         fflush(stdout);
+    }
+    if (r.o.resume) {
+        mf_train_state ts;
+        st = mf_ckpt_load(r.o.resume, r.model, r.optim, &ts);
+        if (st == MF_OK) st = mf_loader_seek(r.loader, ts.epoch, ts.cursor);
+        if (st != MF_OK) {
+            /* a checkpoint that is missing, damaged or does not fit is bad input */
+            bool ours = st == MF_ERR_MPI || st == MF_ERR_NOMEM || st == MF_ERR_INTERNAL;
+            code = report("--resume", ours ? 1 : EXIT_BAD_INPUT);
+            goto out;
+        }
+        r.start_step = ts.step;
+        if (mf_rank() == 0) {
+            printf("mpiflow-train: resumed from %s at step %lld (epoch %lld, sample %lld)\n", r.o.resume,
+                   (long long)ts.step, (long long)ts.epoch + 1, (long long)ts.cursor);
+            fflush(stdout);
+        }
     }
     code = train(&r);
     if (code == 0 && r.o.dump_params && par_dump_params(r.model, r.o.dump_params) != MF_OK)

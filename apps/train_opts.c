@@ -48,6 +48,12 @@ void train_opts_usage(FILE *f)
         "  --mesh RxC                 2d mesh: R data-parallel x C tensor-parallel ranks\n"
         "                             (default: 2 x N/2 for an even N, else N x 1)\n"
         "  --dump-params FILE         after training, write every parameter (gathered) as text\n"
+        "checkpoints (parallel HDF5, see doc/checkpoints.md):\n"
+        "  --checkpoint PATH          save model, optimizer and data position to PATH (written\n"
+        "                             as PATH.tmp, renamed when complete) at the end of training\n"
+        "  --save-every N             ... and every N steps\n"
+        "  --resume PATH              continue from a checkpoint: its step, data cursor and\n"
+        "                             optimizer state; any rank count and --parallel mode\n"
         "run:\n"
         "  --seed S                   seed for initialisation, dropout and shuffling (default 0)\n"
         "  --threads T                compute threads per rank (default cores / ranks per node)\n"
@@ -124,7 +130,7 @@ enum {
     OPT_MODEL = 256, OPT_DATASET, OPT_DATA_DIR, OPT_SYNTH, OPT_EPOCHS, OPT_STEPS, OPT_BATCH, OPT_OPTIM, OPT_LR,
     OPT_MOMENTUM, OPT_WD, OPT_CLIP, OPT_SCHED, OPT_STEP_SIZE, OPT_GAMMA, OPT_WARMUP, OPT_LR_MIN, OPT_BOUNDS,
     OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
-    OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_HELP, OPT_VERSION
+    OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -159,6 +165,9 @@ static const struct option longopts[] = {
     {"parallel", required_argument, 0, OPT_PARALLEL},
     {"mesh", required_argument, 0, OPT_MESH},
     {"dump-params", required_argument, 0, OPT_DUMP},
+    {"checkpoint", required_argument, 0, OPT_CKPT},
+    {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+    {"resume", required_argument, 0, OPT_RESUME},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -314,6 +323,11 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             break;
         }
         case OPT_DUMP: o->dump_params = v; break;
+        case OPT_CKPT: o->checkpoint = v; break;
+        case OPT_RESUME: o->resume = v; break;
+        case OPT_SAVE_EVERY:
+            if (!parse_i64(v, 1, &o->save_every)) return fail(err, len, "--save-every: '%s' is not a step count >= 1", v);
+            break;
         case OPT_PREFETCH:
             if (!strcmp(v, "auto")) o->prefetch = -1;
             else if (!strcmp(v, "on")) o->prefetch = 1;
@@ -336,6 +350,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         }
     }
     if (optind < argc) return fail(err, len, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (o->save_every && !o->checkpoint) return fail(err, len, "--save-every: needs --checkpoint PATH");
     if (o->mesh_r && (!o->parallel || strcmp(o->parallel, "2d")))
         return fail(err, len, "--mesh: only for --parallel 2d");
     if (o->epochs && o->steps) return fail(err, len, "--epochs and --steps: give one, not both");

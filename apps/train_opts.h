@@ -30,6 +30,8 @@ typedef struct train_opts {
     const char *parallel;             /* NULL: none on 1 rank, dp on more */
     int mesh_r, mesh_c;               /* --mesh RxC, 0 if not given */
     const char *dump_params;
+    const char *checkpoint, *resume;  /* --checkpoint PATH, --resume PATH */
+    int64_t save_every;               /* 0: only at the end (with --checkpoint) */
 } train_opts;
 
 /* 0: run; 1: --help or --version was printed; 2: bad input (err says

@@ -20,6 +20,9 @@ void mf_manual_seed(uint64_t seed)
 
 uint64_t mf_seed(void) { return global_seed; }
 
+uint64_t mf_rng_draws(void) { return draw_counter; }
+void mf_rng_set_draws(uint64_t n) { draw_counter = n; }
+
 uint64_t mfi_rng_next_key(void)
 {
     /* Spread by an odd multiplier; name keys are FNV-1a hashes, and a

@@ -42,6 +42,11 @@ MF_API int mf_cores(void);
  * data shuffling all derive their Philox keys from it. */
 MF_API void mf_manual_seed(uint64_t seed);
 MF_API uint64_t mf_seed(void);
+/* How many draws (rand, randn, dropout calls) the global generator has
+ * made since mf_manual_seed; checkpoints save it so that a resumed run
+ * draws the same dropout masks as an uninterrupted one. */
+MF_API uint64_t mf_rng_draws(void);
+MF_API void mf_rng_set_draws(uint64_t n);
 
 typedef enum mf_log_level { MF_LOG_DEBUG, MF_LOG_INFO, MF_LOG_WARN, MF_LOG_ERROR } mf_log_level;
 /* Logs are printed by rank 0 only, except MF_LOG_ERROR and

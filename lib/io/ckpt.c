@@ -374,6 +374,7 @@ mf_status mf_ckpt_save(const char *path, mf_module *model, mf_optim *optim, cons
         set_attr_i64(file, "epoch", s->epoch);
         set_attr_i64(file, "world_size", mf_world_size());
         set_attr_i64(file, "seed", (int64_t)s->seed);
+        set_attr_i64(file, "rng_draws", (int64_t)mf_rng_draws());
         set_attr_str(file, "created", created);
         hid_t data = H5Gcreate2(file, "data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         set_attr_i64(data, "epoch", s->epoch);
@@ -590,8 +591,10 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_t
         if (st != MF_OK) snprintf(msg, sizeof msg, "%s", m[0] ? m : mf_last_error());
     }
     mf_train_state ts = {0, 0, 0, 0};
+    int64_t draws = -1;
     if (st == MF_OK) {
         int64_t seed = 0;
+        get_attr_i64(file, "rng_draws", &draws);
         get_attr_i64(file, "step", &ts.step);
         get_attr_i64(file, "seed", &seed);
         ts.seed = (uint64_t)seed;
@@ -621,6 +624,9 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_t
         optim->steps = opt_steps;
         for (int i = 0; i < optim->n; i++) optim->params[i].step = opt_steps;
     }
-    if (st == MF_OK && state) *state = ts;
+    if (st == MF_OK && state) {
+        *state = ts;
+        if (draws >= 0) mf_rng_set_draws((uint64_t)draws);   /* the resumed run draws what the saved one would */
+    }
     return mf_agree(st);
 }
