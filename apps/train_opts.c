@@ -52,6 +52,7 @@ void train_opts_usage(FILE *f)
         "  --checkpoint PATH          save model, optimizer and data position to PATH (written\n"
         "                             as PATH.tmp, renamed when complete) at the end of training\n"
         "  --save-every N             ... and every N steps\n"
+        "  --keep-last K              keep the last K checkpoints: PATH, PATH.1, ... (default 1)\n"
         "  --resume PATH              continue from a checkpoint: its step, data cursor and\n"
         "                             optimizer state; any rank count and --parallel mode\n"
         "run:\n"
@@ -130,7 +131,7 @@ enum {
     OPT_MODEL = 256, OPT_DATASET, OPT_DATA_DIR, OPT_SYNTH, OPT_EPOCHS, OPT_STEPS, OPT_BATCH, OPT_OPTIM, OPT_LR,
     OPT_MOMENTUM, OPT_WD, OPT_CLIP, OPT_SCHED, OPT_STEP_SIZE, OPT_GAMMA, OPT_WARMUP, OPT_LR_MIN, OPT_BOUNDS,
     OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
-    OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_HELP, OPT_VERSION
+    OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -168,6 +169,7 @@ static const struct option longopts[] = {
     {"checkpoint", required_argument, 0, OPT_CKPT},
     {"save-every", required_argument, 0, OPT_SAVE_EVERY},
     {"resume", required_argument, 0, OPT_RESUME},
+    {"keep-last", required_argument, 0, OPT_KEEP},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -325,6 +327,10 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         case OPT_DUMP: o->dump_params = v; break;
         case OPT_CKPT: o->checkpoint = v; break;
         case OPT_RESUME: o->resume = v; break;
+        case OPT_KEEP:
+            if (!parse_i64(v, 1, &o->keep_last) || o->keep_last > 1000)
+                return fail(err, len, "--keep-last: '%s' is not a count from 1 to 1000", v);
+            break;
         case OPT_SAVE_EVERY:
             if (!parse_i64(v, 1, &o->save_every)) return fail(err, len, "--save-every: '%s' is not a step count >= 1", v);
             break;
@@ -351,6 +357,8 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     }
     if (optind < argc) return fail(err, len, "unexpected argument '%s' (see --help)", argv[optind]);
     if (o->save_every && !o->checkpoint) return fail(err, len, "--save-every: needs --checkpoint PATH");
+    if (o->keep_last && !o->checkpoint) return fail(err, len, "--keep-last: needs --checkpoint PATH");
+    if (!o->keep_last) o->keep_last = 1;
     if (o->mesh_r && (!o->parallel || strcmp(o->parallel, "2d")))
         return fail(err, len, "--mesh: only for --parallel 2d");
     if (o->epochs && o->steps) return fail(err, len, "--epochs and --steps: give one, not both");

@@ -26,6 +26,7 @@ expect_bad "--lr-schedule piecewise" --lr-schedule piecewise --lr-boundaries 10
 expect_bad "not found in $TMPDIR_TEST/empty" --data-dir "$TMPDIR_TEST/empty"
 expect_bad "--parallel: 'tp'" --parallel tp
 expect_bad "--save-every: needs --checkpoint" --save-every 10
+expect_bad "--keep-last: '0'" --checkpoint x.h5 --keep-last 0
 expect_bad "none.h5: cannot read the checkpoint" --dataset synthetic --resume /nonexistent/none.h5
 expect_bad "--mesh: only for --parallel 2d" --parallel dp --mesh 2x1
 expect_bad "--mesh: '2by2'" --parallel 2d --mesh 2by2

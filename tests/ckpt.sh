@@ -75,6 +75,19 @@ tail -50 "$TMPDIR_TEST/straight.loss" | cut -d, -f3 | paste -d' ' - "$TMPDIR_TES
     awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / (1e-3 + ($1 < 0 ? -$1 : $1)); if (r > w) w = r; n++ }
          END { printf "ok: resumed on 3 ranks (mp): worst relative loss difference %.3g over %d steps\n", w, n;
                exit !(n == 50 && w <= 1e-5) }' || fail "resumed on 3 ranks: losses differ"
+# --keep-last 3 with a save every 5 of 20 steps: PATH (20), PATH.1 (15), PATH.2 (10)
+# shellcheck disable=SC2086
+run_train 2 --steps 20 --dataset synthetic --synthetic-size 800,100 --no-eval --threads 1 \
+    --checkpoint "$TMPDIR_TEST/keep.h5" --save-every 5 --keep-last 3 >/dev/null
+[ "$rc" -eq 0 ] || fail "--keep-last run: exit $rc"
+for f in "keep.h5 20" "keep.h5.1 15" "keep.h5.2 10"; do
+    # shellcheck disable=SC2086
+    set -- $f
+    "${H5DUMP:-h5dump}" -a /step "$TMPDIR_TEST/$1" | grep -q "(0): $2\$" || fail "--keep-last: $1 is not step $2"
+done
+[ ! -e "$TMPDIR_TEST/keep.h5.3" ] || fail "--keep-last 3 kept a fourth checkpoint"
+echo "ok: --keep-last 3 keeps steps 20, 15 and 10"
+
 # a bad --resume: every rank says so, exit 2, nothing hangs
 "$MPIEXEC" -n 2 "$TRAIN" $c --steps 10 --resume "$TMPDIR_TEST/none.h5" >"$TMPDIR_TEST/out" 2>&1
 rc=$?

@@ -40,6 +40,12 @@ typedef struct mf_train_state {
  * optimizer's state and hyper-parameters, and the training state; optim
  * and state may be NULL. Collective. */
 MF_API mf_status mf_ckpt_save(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state);
+/* The same, keeping the last keep_last checkpoints: once the new file
+ * is complete, PATH becomes PATH.1, PATH.1 becomes PATH.2, ... up to
+ * PATH.<keep_last-1>, and the new file takes PATH. keep_last 1 is
+ * mf_ckpt_save. */
+MF_API mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state,
+                                 int keep_last);
 /* Reads them back into the model's tensors (and the optimizer's state),
  * whatever their placement and SBP now; optim and state may be NULL.
  * Collective; the model is left unchanged when any check fails. */

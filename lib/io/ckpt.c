@@ -344,9 +344,28 @@ static mf_status write_optim(hid_t file, hid_t dxpl, mf_optim *o, char *msg, siz
     return st;
 }
 
+/* PATH -> PATH.1 -> ... -> PATH.<keep-1>; the oldest goes */
+static void rotate(const char *path, int keep)
+{
+    char from[4200], to[4200];
+    for (int i = keep - 1; i >= 1; i--) {
+        if (i == 1) snprintf(from, sizeof from, "%s", path);
+        else snprintf(from, sizeof from, "%s.%d", path, i - 1);
+        snprintf(to, sizeof to, "%s.%d", path, i);
+        if (access(from, F_OK) == 0) rename(from, to);
+    }
+}
+
 mf_status mf_ckpt_save(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state)
 {
+    return mf_ckpt_save_ex(path, model, optim, state, 1);
+}
+
+mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state,
+                          int keep_last)
+{
     if (!path || !model) MF_FAIL(MF_ERR_ARG, "mf_ckpt_save: path or model is NULL");
+    if (keep_last < 1) MF_FAIL(MF_ERR_ARG, "mf_ckpt_save: keep_last %d must be >= 1", keep_last);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     char tmp[4096], msg[4608] = "";
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -398,6 +417,7 @@ mf_status mf_ckpt_save(const char *path, mf_module *model, mf_optim *optim, cons
     mfi_comm_barrier();
     if (mf_rank() == 0) {
         /* only now, with every rank done, does the file take its name */
+        if (st == MF_OK && keep_last > 1) rotate(path, keep_last);
         if (st == MF_OK && rename(tmp, path) != 0)
             st = mfi_error(MF_ERR_IO, "mf_ckpt_save: cannot rename %s to %s: %s", tmp, path, strerror(errno));
         if (st != MF_OK) remove(tmp);
