@@ -44,7 +44,7 @@ static void input_context(const char *op, int n_in, mf_tensor *const *in)
 static bool sbp_eq(mf_sbp a, mf_sbp b) { return a.kind == b.kind && (a.kind != MF_SBP_S || a.axis == b.axis); }
 
 /* the inputs' common placement, checked */
-static mf_status common_placement(const char *op, int n_in, mf_tensor *const *in, const mf_placement **out)
+static mf_status common_placement(int n_in, mf_tensor *const *in, const mf_placement **out)
 {
     const mf_placement *p = NULL;
     for (int i = 0; i < n_in; i++) {
@@ -67,7 +67,6 @@ static mf_status common_placement(const char *op, int n_in, mf_tensor *const *in
                     "with mf_redistribute", mf_placement_str(p, a, sizeof a), mf_placement_str(q, b, sizeof b));
         }
     }
-    (void)op;
     *out = p;
     return MF_OK;
 }
@@ -100,14 +99,14 @@ mf_tensor *mfi_global_apply(const mfi_op *op, int n_in, mf_tensor *const *in, co
 {
     const mf_placement *p = NULL;
     mf_tensor *local[MFI_SIG_MAX_IN] = {NULL}, *out_local = NULL, *result = NULL;
-    mfi_sig *sigs = NULL;
+    mfi_sig sigs[MAX_SIGS];
     void *lattrs = NULL;
     mfi_call gc;
     memset(&gc, 0, sizeof gc);
     mfi_meta metas[MFI_SIG_MAX_IN];
     mf_status st = MF_OK;
     if (n_in > MFI_SIG_MAX_IN) MF_FAIL_OUT(MF_ERR_INTERNAL, "%d inputs are more than global ops take", n_in);
-    MF_TRY_OUT(common_placement(op->name, n_in, in, &p));
+    MF_TRY_OUT(common_placement(n_in, in, &p));
 
     /* 1. global shapes */
     gc.op = op;
@@ -125,8 +124,6 @@ mf_tensor *mfi_global_apply(const mfi_op *op, int n_in, mf_tensor *const *in, co
     MF_TRY_OUT(op->infer(&gc, &gc.out_meta));
 
     /* 2. signatures, per mesh dimension */
-    sigs = calloc(MAX_SIGS, sizeof *sigs);
-    if (!sigs) MF_FAIL_OUT(MF_ERR_NOMEM, "out of memory");
     int ns = op->sbp ? op->sbp(&gc, sigs, MAX_SIGS - 1) : 0;
     mf_sbp allb[MFI_SIG_MAX_IN];
     for (int i = 0; i < MFI_SIG_MAX_IN; i++) allb[i] = mfi_B();
@@ -188,7 +185,6 @@ out:
     if (st != MF_OK) input_context(op->name, n_in, in);
     for (int i = 0; i < n_in; i++) mf_tensor_destroy(local[i]);
     mf_tensor_destroy(out_local);
-    free(sigs);
     free(lattrs);
     return result;
 }

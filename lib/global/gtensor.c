@@ -201,29 +201,29 @@ mf_tensor *mf_to_global(mf_tensor *local, const mf_placement *p, const char *sbp
     return mfi_global_wrap(piece, p, &s, &gm, false);
 }
 
+static mf_status shape_meta(const char *fn, mf_dtype dt, int ndim, const int64_t *shape, mfi_meta *gm)
+{
+    if (ndim < 0 || ndim > MF_MAX_DIMS || (ndim && !shape)) MF_FAIL(MF_ERR_ARG, "%s: bad shape", fn);
+    memset(gm, 0, sizeof *gm);
+    gm->dtype = dt;
+    gm->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) MF_FAIL(MF_ERR_ARG, "%s: negative size %lld", fn, (long long)shape[i]);
+        gm->shape[i] = shape[i];
+    }
+    return MF_OK;
+}
+
 static mf_tensor *global_fill(const char *fn, mf_dtype dt, int ndim, const int64_t *shape, const mf_placement *p,
                               const char *sbp, int how)
 {
     mf_nd_sbp s;
-    if (ndim < 0 || ndim > MF_MAX_DIMS || (ndim && !shape)) {
-        mfi_error(MF_ERR_ARG, "%s: bad shape", fn);
-        return NULL;
-    }
+    mfi_meta gm;
+    if (shape_meta(fn, dt, ndim, shape, &gm) != MF_OK) return NULL;
     if (mfi_nd_sbp_from(fn, sbp, p, ndim, &s) != MF_OK) return NULL;
     if (how >= 2 && !mf_dtype_is_float(dt)) {
         mfi_error(MF_ERR_DTYPE, "%s: dtype %s is not a float dtype", fn, mf_dtype_name(dt));
         return NULL;
-    }
-    mfi_meta gm;
-    memset(&gm, 0, sizeof gm);
-    gm.dtype = dt;
-    gm.ndim = ndim;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) {
-            mfi_error(MF_ERR_ARG, "%s: negative size %lld", fn, (long long)shape[i]);
-            return NULL;
-        }
-        gm.shape[i] = shape[i];
     }
     /* the draw number is taken on every rank, so the generators stay in step */
     uint64_t key = how >= 2 ? mfi_rng_next_key() : 0;
@@ -493,19 +493,6 @@ bool mfi_global_is_leaf(const mf_tensor *t)
 }
 
 mf_tensor *mfi_local_piece(const mf_tensor *t) { return mfi_local(t); }
-
-static mf_status shape_meta(const char *fn, mf_dtype dt, int ndim, const int64_t *shape, mfi_meta *gm)
-{
-    if (ndim < 0 || ndim > MF_MAX_DIMS || (ndim && !shape)) MF_FAIL(MF_ERR_ARG, "%s: bad shape", fn);
-    memset(gm, 0, sizeof *gm);
-    gm->dtype = dt;
-    gm->ndim = ndim;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) MF_FAIL(MF_ERR_ARG, "%s: negative size %lld", fn, (long long)shape[i]);
-        gm->shape[i] = shape[i];
-    }
-    return MF_OK;
-}
 
 mf_status mf_global_piece_range(const mf_placement *p, const char *sbp, int ndim, const int64_t *gshape,
                                 int64_t *start, int64_t *count)
