@@ -296,7 +296,8 @@ static int final_report(run *r, const meter *m)
 static int save(run *r, int64_t done)
 {
     mf_train_state ts = {done, mf_loader_epoch(r->loader), mf_loader_cursor(r->loader), r->o.seed};
-    if (mf_ckpt_save_ex(r->o.checkpoint, r->model, r->optim, &ts, (int)r->o.keep_last) != MF_OK)
+    mf_ckpt_opts co = {(int)r->o.keep_last, r->o.fletcher32};
+    if (mf_ckpt_save_ex(r->o.checkpoint, r->model, r->optim, &ts, &co) != MF_OK)
         return report("saving the checkpoint", 1);
     if (mf_rank() == 0) {
         printf("%scheckpoint %s: step %lld\n", r->bar ? "\n" : "", r->o.checkpoint, (long long)done);

@@ -53,6 +53,8 @@ void train_opts_usage(FILE *f)
         "                             as PATH.tmp, renamed when complete) at the end of training\n"
         "  --save-every N             ... and every N steps\n"
         "  --keep-last K              keep the last K checkpoints: PATH, PATH.1, ... (default 1)\n"
+        "  --fletcher32               also protect each piece with HDF5's Fletcher32 filter\n"
+        "                             (checked by every HDF5 reader; slower to write)\n"
         "  --resume PATH              continue from a checkpoint: its step, data cursor and\n"
         "                             optimizer state; any rank count and --parallel mode\n"
         "run:\n"
@@ -131,7 +133,7 @@ enum {
     OPT_MODEL = 256, OPT_DATASET, OPT_DATA_DIR, OPT_SYNTH, OPT_EPOCHS, OPT_STEPS, OPT_BATCH, OPT_OPTIM, OPT_LR,
     OPT_MOMENTUM, OPT_WD, OPT_CLIP, OPT_SCHED, OPT_STEP_SIZE, OPT_GAMMA, OPT_WARMUP, OPT_LR_MIN, OPT_BOUNDS,
     OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
-    OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_HELP, OPT_VERSION
+    OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_FLETCHER, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -170,6 +172,7 @@ static const struct option longopts[] = {
     {"save-every", required_argument, 0, OPT_SAVE_EVERY},
     {"resume", required_argument, 0, OPT_RESUME},
     {"keep-last", required_argument, 0, OPT_KEEP},
+    {"fletcher32", no_argument, 0, OPT_FLETCHER},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -311,6 +314,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             break;
         case OPT_METRICS: o->metrics = v; break;
         case OPT_NO_EVAL: o->eval = false; break;
+        case OPT_FLETCHER: o->fletcher32 = true; break;
         case OPT_PROFILE: o->profile = true; break;
         case OPT_PARALLEL:
             if (!one_of(v, parallels)) return fail(err, len, "--parallel: '%s' is not one of none, dp, mp, hybrid, 2d", v);
@@ -358,6 +362,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     if (optind < argc) return fail(err, len, "unexpected argument '%s' (see --help)", argv[optind]);
     if (o->save_every && !o->checkpoint) return fail(err, len, "--save-every: needs --checkpoint PATH");
     if (o->keep_last && !o->checkpoint) return fail(err, len, "--keep-last: needs --checkpoint PATH");
+    if (o->fletcher32 && !o->checkpoint) return fail(err, len, "--fletcher32: needs --checkpoint PATH");
     if (!o->keep_last) o->keep_last = 1;
     if (o->mesh_r && (!o->parallel || strcmp(o->parallel, "2d")))
         return fail(err, len, "--mesh: only for --parallel 2d");

@@ -33,6 +33,7 @@ typedef struct train_opts {
     const char *checkpoint, *resume;  /* --checkpoint PATH, --resume PATH */
     int64_t save_every;               /* 0: only at the end (with --checkpoint) */
     int64_t keep_last;                /* checkpoints kept (PATH, PATH.1, ...) */
+    bool fletcher32;                  /* HDF5 Fletcher32 on each checkpoint piece */
 } train_opts;
 
 /* 0: run; 1: --help or --version was printed; 2: bad input (err says

@@ -40,16 +40,57 @@ typedef struct mf_train_state {
  * optimizer's state and hyper-parameters, and the training state; optim
  * and state may be NULL. Collective. */
 MF_API mf_status mf_ckpt_save(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state);
-/* The same, keeping the last keep_last checkpoints: once the new file
- * is complete, PATH becomes PATH.1, PATH.1 becomes PATH.2, ... up to
- * PATH.<keep_last-1>, and the new file takes PATH. keep_last 1 is
- * mf_ckpt_save. */
+typedef struct mf_ckpt_opts {
+    int keep_last;      /* 0 or 1: only PATH. K > 1: once the new file is
+                         * complete, PATH becomes PATH.1, PATH.1 PATH.2,
+                         * ... up to PATH.<K-1>, and the new file PATH */
+    bool fletcher32;    /* chunks of one piece each under HDF5's Fletcher32
+                         * filter, which every HDF5 reader checks; slower
+                         * to write (doc/performance.md). The checksum
+                         * attributes are written either way. */
+} mf_ckpt_opts;
+/* mf_ckpt_save with options; opts may be NULL. */
 MF_API mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state,
-                                 int keep_last);
+                                 const mf_ckpt_opts *opts);
 /* Reads them back into the model's tensors (and the optimizer's state),
  * whatever their placement and SBP now; optim and state may be NULL.
  * Collective; the model is left unchanged when any check fails. */
 MF_API mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_train_state *state);
+
+/* ---- Reading a checkpoint on one process, without MPI: what
+ * mpiflow-ckpt (list, verify, diff, stats) is built on. */
+typedef struct mf_ckpt_file mf_ckpt_file;
+typedef struct mf_ckpt_entry {
+    char name[256];         /* the dataset's path without the leading '/':
+                             * "model/hidden.weight", "optim/hidden.weight/momentum" */
+    mf_dtype dtype;
+    int ndim;
+    int64_t shape[MF_MAX_DIMS];   /* the global shape */
+    char sbp[96];           /* as saved ("S(0)", "B,S(1)"); "" when absent */
+    char placement[256];    /* as saved ("0-3 mesh 2x2"); "" when absent */
+    bool has_checksum;
+    uint64_t checksum;      /* the stored checksum attribute */
+} mf_ckpt_entry;
+
+/* Opens PATH read-only. NULL with an error naming the file when it is
+ * missing, not HDF5, or not an mpiflow checkpoint of a version we read. */
+MF_API mf_ckpt_file *mf_ckpt_open(const char *path);
+MF_API void mf_ckpt_close(mf_ckpt_file *f);
+/* the datasets, in the order they were written (the state_dict's) */
+MF_API int mf_ckpt_count(const mf_ckpt_file *f);
+MF_API const mf_ckpt_entry *mf_ckpt_entry_at(const mf_ckpt_file *f, int i);
+MF_API int mf_ckpt_find(const mf_ckpt_file *f, const char *name);   /* index, or -1 */
+/* An object's attributes as "name=value name=value ..." ("/", "/optim",
+ * "/data", "/model/hidden.weight"); "" when the object does not exist. */
+MF_API mf_status mf_ckpt_attrs(const mf_ckpt_file *f, const char *object, char *buf, size_t size);
+MF_API bool mf_ckpt_attr_i64(const mf_ckpt_file *f, const char *object, const char *name, int64_t *v);
+/* Rows [row0, row0 + nrows) of entry i along axis 0 (all of a scalar),
+ * converted to double into out. */
+MF_API mf_status mf_ckpt_read_f64(const mf_ckpt_file *f, int i, int64_t row0, int64_t nrows, double *out);
+/* Reads entry i in full and recomputes its checksum into *computed;
+ * MF_ERR_FORMAT (with a message) when it differs from the stored one or
+ * the data cannot be read. */
+MF_API mf_status mf_ckpt_verify_entry(const mf_ckpt_file *f, int i, uint64_t *computed);
 
 #ifdef __cplusplus
 }

@@ -12,70 +12,22 @@
  * on load the readers of a partition of the tensor recompute it.
  */
 #include <errno.h>
-#include <hdf5.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 #include "collectives/comm.h"
 #include "lib/global/global_internal.h"
+#include "lib/io/h5util.h"
 #include "lib/optim/optim_internal.h"
 
 #define FORMAT_NAME "mpiflow-checkpoint"
 #define FORMAT_VERSION 1
 
-/* ------------------------------------------------------------ helpers */
-static hid_t mem_type(mf_dtype dt)
-{
-    switch (dt) {
-    case MF_F32: return H5T_NATIVE_FLOAT;
-    case MF_F64: return H5T_NATIVE_DOUBLE;
-    case MF_I32: return H5T_NATIVE_INT32;
-    default: return H5T_NATIVE_INT64;
-    }
-}
-
-static hid_t file_type(mf_dtype dt)
-{
-    switch (dt) {
-    case MF_F32: return H5T_IEEE_F32LE;
-    case MF_F64: return H5T_IEEE_F64LE;
-    case MF_I32: return H5T_STD_I32LE;
-    default: return H5T_STD_I64LE;
-    }
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 /* this block's share of the checksum: data is the dense block b of a
  * tensor of global meta gm */
 static uint64_t block_checksum(const void *data, const mfi_meta *gm, const mfi_box *b)
 {
-    size_t es = mf_dtype_size(gm->dtype);
-    int64_t gstr[MF_MAX_DIMS], idx[MF_MAX_DIMS] = {0}, n = 1;
-    mfi_contig_strides(gm->ndim, gm->shape, gstr);
-    for (int i = 0; i < gm->ndim; i++) n *= b->count[i];
-    uint64_t sum = 0;
-    const unsigned char *p = data;
-    for (int64_t k = 0; k < n; k++) {
-        int64_t g = 0;
-        for (int i = 0; i < gm->ndim; i++) g += (b->start[i] + idx[i]) * gstr[i];
-        uint64_t bits = 0;
-        memcpy(&bits, p + (size_t)k * es, es);
-        sum += mix64((uint64_t)g * 0x9e3779b97f4a7c15ULL ^ mix64(bits));
-        for (int i = gm->ndim - 1; i >= 0; i--) {
-            if (++idx[i] < b->count[i]) break;
-            idx[i] = 0;
-        }
-    }
-    return sum;
+    return mfi_ckpt_checksum(data, mf_dtype_size(gm->dtype), gm->ndim, gm->shape, b->start, b->count);
 }
 
 /* the world-wide sum of per-rank checksum shares */
@@ -121,60 +73,6 @@ static mf_status layout_of(mf_tensor *t, layout *l)
     return MF_OK;
 }
 
-static void set_attr_str(hid_t obj, const char *name, const char *value)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(value) + 1);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    if (a >= 0) {
-        H5Awrite(a, t, value);
-        H5Aclose(a);
-    }
-    H5Sclose(sp);
-    H5Tclose(t);
-}
-
-static void set_attr_i64(hid_t obj, const char *name, int64_t v)
-{
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-    if (a >= 0) {
-        H5Awrite(a, H5T_NATIVE_INT64, &v);
-        H5Aclose(a);
-    }
-    H5Sclose(sp);
-}
-
-static bool get_attr_i64(hid_t obj, const char *name, int64_t *v)
-{
-    if (H5Aexists(obj, name) <= 0) return false;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    herr_t r = a >= 0 ? H5Aread(a, H5T_NATIVE_INT64, v) : -1;
-    if (a >= 0) H5Aclose(a);
-    return r >= 0;
-}
-
-static bool get_attr_str(hid_t obj, const char *name, char *buf, size_t size)
-{
-    buf[0] = 0;
-    if (H5Aexists(obj, name) <= 0) return false;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0) return false;
-    hid_t ft = H5Aget_type(a);
-    bool ok = H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft) && H5Tget_size(ft) <= size;
-    if (ok) {
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, H5Tget_size(ft));
-        ok = H5Aread(a, mt, buf) >= 0;
-        buf[size - 1] = 0;
-        H5Tclose(mt);
-    }
-    H5Tclose(ft);
-    H5Aclose(a);
-    return ok;
-}
-
 static hid_t open_fapl(void)
 {
     MPI_Comm comm;
@@ -211,8 +109,45 @@ static hid_t mem_space(const mfi_meta *gm, const mfi_box *b, bool select)
 }
 
 /* ---------------------------------------------------------------- save */
-static mf_status write_tensor(hid_t group, hid_t dxpl, const char *name, mf_tensor *t, char *msg, size_t msglen)
+typedef struct writer {
+    hid_t dxpl;         /* collective transfers */
+    hid_t gcpl;         /* groups that keep the order of writing */
+    bool fletcher32;
+    char *msg;          /* the first failure, for the message */
+    size_t msglen;
+} writer;
+
+/* Contiguous, or with fletcher32 chunks of one piece (the block at
+ * coordinate 0, the same on every rank) under HDF5's Fletcher32 filter. */
+static hid_t dataset_props(const writer *w, const layout *l)
 {
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (!w->fletcher32 || l->gm.ndim == 0) return dcpl;
+    int coord[MF_MAX_DIMS] = {0};
+    mfi_box b0;
+    mfi_region(&l->gm, &l->sbp, l->p, coord, &b0);
+    hsize_t chunk[MF_MAX_DIMS];
+    double bytes = (double)mf_dtype_size(l->gm.dtype);
+    for (int i = 0; i < l->gm.ndim; i++) {
+        if (b0.count[i] == 0) return dcpl;   /* an empty piece: no chunks */
+        chunk[i] = (hsize_t)b0.count[i];
+        bytes *= (double)chunk[i];
+    }
+    for (int i = 0; i < l->gm.ndim && bytes >= 2e9; i++)   /* HDF5 chunks stay under 4 GiB */
+        while (chunk[i] > 1 && bytes >= 2e9) {
+            bytes /= (double)chunk[i];
+            chunk[i] = (chunk[i] + 1) / 2;
+            bytes *= (double)chunk[i];
+        }
+    H5Pset_chunk(dcpl, l->gm.ndim, chunk);
+    H5Pset_fletcher32(dcpl);
+    return dcpl;
+}
+
+static mf_status write_tensor(const writer *w, hid_t group, const char *name, mf_tensor *t)
+{
+    char *msg = w->msg;
+    size_t msglen = w->msglen;
     layout l;
     MF_TRY(layout_of(t, &l));
     mf_tensor *src = NULL;
@@ -245,21 +180,23 @@ static mf_status write_tensor(hid_t group, hid_t dxpl, const char *name, mf_tens
     st = sum_checksum(part, &sum);
     if (st != MF_OK) goto out;
     hid_t fs = file_space(&l.gm, &l.box, true), ms = mem_space(&l.gm, &l.box, write);
-    hid_t ds = H5Dcreate2(group, name, file_type(l.gm.dtype), fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t dcpl = dataset_props(w, &l);
+    hid_t ds = H5Dcreate2(group, name, mfi_h5_file_type(l.gm.dtype), fs, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
     if (ds < 0) {
         snprintf(msg, msglen, "cannot create dataset '%s'", name);
         st = MF_ERR_IO;
     } else {
         H5Sclose(fs);
         fs = file_space(&l.gm, &l.box, write);
-        if (H5Dwrite(ds, mem_type(l.gm.dtype), ms, fs, dxpl, write ? mf_tensor_data(src) : NULL) < 0) {
+        if (H5Dwrite(ds, mfi_h5_mem_type(l.gm.dtype), ms, fs, w->dxpl, write ? mf_tensor_data(src) : NULL) < 0) {
             snprintf(msg, msglen, "cannot write tensor '%s'", name);
             st = MF_ERR_IO;
         }
         char sb[96], pl[256];
-        set_attr_str(ds, "sbp", mf_nd_sbp_str(&l.sbp, sb, sizeof sb));
-        set_attr_str(ds, "placement", mf_placement_str(l.p, pl, sizeof pl));
-        set_attr_i64(ds, "checksum", (int64_t)sum);
+        mfi_h5_set_str(ds, "sbp", mf_nd_sbp_str(&l.sbp, sb, sizeof sb));
+        mfi_h5_set_str(ds, "placement", mf_placement_str(l.p, pl, sizeof pl));
+        mfi_h5_set_i64(ds, "checksum", (int64_t)sum);
         H5Dclose(ds);
     }
     H5Sclose(fs);
@@ -289,9 +226,8 @@ static mf_tensor *state_view(mf_optim *o, int i, int k, bool create)
 
 static void optim_attrs(hid_t g, const mf_optim *o)
 {
-    set_attr_str(g, "type", o->type);
-    set_attr_i64(g, "step", o->steps);
-    hid_t sp = H5Screate(H5S_SCALAR);
+    mfi_h5_set_str(g, "type", o->type);
+    mfi_h5_set_i64(g, "step", o->steps);
     const char *names[8];
     double vals[8];
     int n = 0;
@@ -310,21 +246,14 @@ static void optim_attrs(hid_t g, const mf_optim *o)
         names[n] = "eps", vals[n++] = o->h.adam.eps;
         names[n] = "weight_decay", vals[n++] = o->h.adam.weight_decay;
     }
-    for (int i = 0; i < n; i++) {
-        hid_t a = H5Acreate2(g, names[i], H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-        if (a >= 0) {
-            H5Awrite(a, H5T_NATIVE_DOUBLE, &vals[i]);
-            H5Aclose(a);
-        }
-    }
-    H5Sclose(sp);
+    for (int i = 0; i < n; i++) mfi_h5_set_f64(g, names[i], vals[i]);
 }
 
-static mf_status write_optim(hid_t file, hid_t dxpl, mf_optim *o, char *msg, size_t msglen)
+static mf_status write_optim(const writer *w, hid_t file, mf_optim *o)
 {
-    hid_t g = H5Gcreate2(file, "optim", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t g = H5Gcreate2(file, "optim", H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
     if (g < 0) {
-        snprintf(msg, msglen, "cannot create /optim");
+        snprintf(w->msg, w->msglen, "cannot create /optim");
         return MF_ERR_IO;
     }
     optim_attrs(g, o);
@@ -334,8 +263,8 @@ static mf_status write_optim(hid_t file, hid_t dxpl, mf_optim *o, char *msg, siz
         for (int k = 0; k < o->nstate && st == MF_OK; k++) {
             mf_tensor *t = o->steps > 0 ? state_view(o, i, k, true) : NULL;
             if (!t) continue;
-            if (pg < 0) pg = H5Gcreate2(g, o->params[i].name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-            st = write_tensor(pg, dxpl, o->state_names[k], t, msg, msglen);
+            if (pg < 0) pg = H5Gcreate2(g, o->params[i].name, H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
+            st = write_tensor(w, pg, o->state_names[k], t);
             mf_tensor_destroy(t);
         }
         if (pg >= 0) H5Gclose(pg);
@@ -358,13 +287,14 @@ static void rotate(const char *path, int keep)
 
 mf_status mf_ckpt_save(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state)
 {
-    return mf_ckpt_save_ex(path, model, optim, state, 1);
+    return mf_ckpt_save_ex(path, model, optim, state, NULL);
 }
 
 mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state,
-                          int keep_last)
+                          const mf_ckpt_opts *opts)
 {
     if (!path || !model) MF_FAIL(MF_ERR_ARG, "mf_ckpt_save: path or model is NULL");
+    int keep_last = opts && opts->keep_last ? opts->keep_last : 1;
     if (keep_last < 1) MF_FAIL(MF_ERR_ARG, "mf_ckpt_save: keep_last %d must be >= 1", keep_last);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     char tmp[4096], msg[4608] = "";
@@ -372,9 +302,17 @@ mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, c
     mf_tensor_list *sd = mf_module_state_dict(model);
     if (!sd) return mf_last_status();
     mf_status st = MF_OK;
-    hid_t fapl = open_fapl(), file = -1, dxpl = H5Pcreate(H5P_DATASET_XFER);
-    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-    if (fapl >= 0) file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    writer w = {H5Pcreate(H5P_DATASET_XFER), H5Pcreate(H5P_GROUP_CREATE), opts && opts->fletcher32, msg, sizeof msg};
+    H5Pset_dxpl_mpio(w.dxpl, H5FD_MPIO_COLLECTIVE);
+    /* groups and the root keep the order of writing (the state_dict's) */
+    H5Pset_link_creation_order(w.gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    H5Pset_attr_creation_order(w.gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    H5Pset_attr_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    hid_t fapl = open_fapl(), file = -1;
+    if (fapl >= 0) file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    H5Pclose(fcpl);
     if (file < 0) {
         snprintf(msg, sizeof msg, "cannot create %s: %s", tmp,
                  access(tmp, F_OK) == 0 || errno != ENOENT ? "not writable" : "the directory does not exist or is not writable");
@@ -387,30 +325,30 @@ mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, c
         time_t now = time(NULL);
         strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
         mfi_bcast(mfi_comm_world(), created, sizeof created / 4, MF_I32, 0);   /* one timestamp */
-        set_attr_str(file, "format", FORMAT_NAME);
-        set_attr_i64(file, "version", FORMAT_VERSION);
-        set_attr_i64(file, "step", s->step);
-        set_attr_i64(file, "epoch", s->epoch);
-        set_attr_i64(file, "world_size", mf_world_size());
-        set_attr_i64(file, "seed", (int64_t)s->seed);
-        set_attr_i64(file, "rng_draws", (int64_t)mf_rng_draws());
-        set_attr_str(file, "created", created);
-        hid_t data = H5Gcreate2(file, "data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        set_attr_i64(data, "epoch", s->epoch);
-        set_attr_i64(data, "cursor", s->cursor);
+        mfi_h5_set_str(file, "format", FORMAT_NAME);
+        mfi_h5_set_i64(file, "version", FORMAT_VERSION);
+        mfi_h5_set_i64(file, "step", s->step);
+        mfi_h5_set_i64(file, "epoch", s->epoch);
+        mfi_h5_set_i64(file, "world_size", mf_world_size());
+        mfi_h5_set_i64(file, "seed", (int64_t)s->seed);
+        mfi_h5_set_i64(file, "rng_draws", (int64_t)mf_rng_draws());
+        mfi_h5_set_str(file, "created", created);
+        hid_t data = H5Gcreate2(file, "data", H5P_DEFAULT, w.gcpl, H5P_DEFAULT);
+        mfi_h5_set_i64(data, "epoch", s->epoch);
+        mfi_h5_set_i64(data, "cursor", s->cursor);
         H5Gclose(data);
-        hid_t g = H5Gcreate2(file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        for (int i = 0; i < sd->n && st == MF_OK; i++)
-            st = write_tensor(g, dxpl, sd->items[i].name, sd->items[i].tensor, msg, sizeof msg);
+        hid_t g = H5Gcreate2(file, "model", H5P_DEFAULT, w.gcpl, H5P_DEFAULT);
+        for (int i = 0; i < sd->n && st == MF_OK; i++) st = write_tensor(&w, g, sd->items[i].name, sd->items[i].tensor);
         H5Gclose(g);
-        if (st == MF_OK && optim) st = write_optim(file, dxpl, optim, msg, sizeof msg);
+        if (st == MF_OK && optim) st = write_optim(&w, file, optim);
     }
     if (file >= 0 && H5Fclose(file) < 0 && st == MF_OK) {
         snprintf(msg, sizeof msg, "cannot finish writing %s", tmp);
         st = MF_ERR_IO;
     }
     if (fapl >= 0) H5Pclose(fapl);
-    H5Pclose(dxpl);
+    H5Pclose(w.dxpl);
+    H5Pclose(w.gcpl);
     mf_tensor_list_destroy(sd);
     if (st != MF_OK && msg[0]) mfi_error(st, "mf_ckpt_save: %s", msg);
     st = mf_agree(st);
@@ -435,14 +373,14 @@ typedef struct pending {
 
 /* Reads dataset `name` for t into *buf (this rank's block of t's current
  * layout); fills msg and returns an error when the dataset does not fit. */
-static mf_status read_tensor(hid_t group, hid_t dxpl, const char *file, const char *name, mf_tensor *t, pending *pd,
+static mf_status read_tensor(hid_t root, hid_t dxpl, const char *file, const char *name, mf_tensor *t, pending *pd,
                              char *msg, size_t msglen)
 {
     layout l;
     MF_TRY(layout_of(t, &l));
     mf_status st = MF_OK;
     char want[128], got[128];
-    hid_t ds = H5Lexists(group, name, H5P_DEFAULT) > 0 ? H5Dopen2(group, name, H5P_DEFAULT) : -1;
+    hid_t ds = H5Lexists(root, name, H5P_DEFAULT) > 0 ? H5Dopen2(root, name, H5P_DEFAULT) : -1;
     if (ds < 0) {
         snprintf(msg, msglen, "%s: tensor '%s' is missing (the model has it, the checkpoint does not)", file, name);
         st = MF_ERR_FORMAT;
@@ -458,7 +396,7 @@ static mf_status read_tensor(hid_t group, hid_t dxpl, const char *file, const ch
         fshape[i] = (int64_t)dims[i];
         shape_ok = fshape[i] == l.gm.shape[i];
     }
-    bool type_ok = H5Tget_class(ft) == H5Tget_class(file_type(l.gm.dtype)) && H5Tget_size(ft) == mf_dtype_size(l.gm.dtype);
+    bool type_ok = H5Tget_class(ft) == H5Tget_class(mfi_h5_file_type(l.gm.dtype)) && H5Tget_size(ft) == mf_dtype_size(l.gm.dtype);
     if (!shape_ok) {
         snprintf(msg, msglen, "%s: tensor '%s' has shape %s in the checkpoint but %s in the model", file, name,
                  nd >= 0 && nd <= MF_MAX_DIMS ? mfi_shape_str(nd, fshape, got, sizeof got) : "(unreadable)",
@@ -481,9 +419,9 @@ static mf_status read_tensor(hid_t group, hid_t dxpl, const char *file, const ch
     }
     hid_t fsel = file_space(&l.gm, &l.box, read), msel = mem_space(&l.gm, &l.box, read);
     /* collective: every rank calls it, with or without a selection */
-    herr_t r = H5Dread(ds, mem_type(l.gm.dtype), msel, fsel, dxpl, read ? mf_tensor_data(pd->buf) : NULL);
+    herr_t r = H5Dread(ds, mfi_h5_mem_type(l.gm.dtype), msel, fsel, dxpl, read ? mf_tensor_data(pd->buf) : NULL);
     if (r < 0 && st == MF_OK) {
-        snprintf(msg, msglen, "%s: cannot read tensor '%s' (the file may be truncated)", file, name);
+        snprintf(msg, msglen, "%s: cannot read tensor '%s' (the file is truncated, or a Fletcher32 check failed)", file, name);
         st = MF_ERR_IO;
     }
     H5Sclose(fsel);
@@ -494,7 +432,7 @@ static mf_status read_tensor(hid_t group, hid_t dxpl, const char *file, const ch
     int64_t want_sum = 0;
     mf_status cs = sum_checksum(part, &sum);
     if (cs != MF_OK) st = cs;
-    else if (st == MF_OK && get_attr_i64(ds, "checksum", &want_sum) && (uint64_t)want_sum != sum) {
+    else if (st == MF_OK && mfi_h5_get_i64(ds, "checksum", &want_sum) && (uint64_t)want_sum != sum) {
         snprintf(msg, msglen, "%s: tensor '%s' fails its checksum (stored %016llx, read %016llx): the file is damaged",
                  file, name, (unsigned long long)want_sum, (unsigned long long)sum);
         st = MF_ERR_FORMAT;
@@ -520,29 +458,20 @@ static mf_status read_optim(hid_t file, hid_t dxpl, const char *path, mf_optim *
     }
     char type[32];
     mf_status st = MF_OK;
-    if (!get_attr_str(g, "type", type, sizeof type) || strcmp(type, o->type)) {
+    if (!mfi_h5_get_str(g, "type", type, sizeof type) || strcmp(type, o->type)) {
         snprintf(msg, msglen, "%s: the optimizer is %s in the checkpoint but %s in this run", path, type, o->type);
         st = MF_ERR_FORMAT;
     }
-    if (st == MF_OK && !get_attr_i64(g, "step", steps)) *steps = 0;
-    for (int i = 0; i < o->n && st == MF_OK && *steps > 0; i++) {
-        hid_t pg = H5Lexists(g, o->params[i].name, H5P_DEFAULT) > 0 ? H5Gopen2(g, o->params[i].name, H5P_DEFAULT) : -1;
+    if (st == MF_OK && !mfi_h5_get_i64(g, "step", steps)) *steps = 0;
+    for (int i = 0; i < o->n && st == MF_OK && *steps > 0; i++)
         for (int k = 0; k < o->nstate && st == MF_OK; k++) {
             mf_tensor *t = state_view(o, i, k, true);
             if (!t) continue;
             char name[512];
-            snprintf(name, sizeof name, "%s/%s", o->params[i].name, o->state_names[k]);
-            if (pg < 0) {
-                snprintf(msg, msglen, "%s: optimizer state '%s' is missing", path, name);
-                st = MF_ERR_FORMAT;
-            } else {
-                st = read_tensor(pg, dxpl, path, o->state_names[k], t, &pd[*n], msg, msglen);
-                (*n)++;
-            }
+            snprintf(name, sizeof name, "optim/%s/%s", o->params[i].name, o->state_names[k]);
+            st = read_tensor(file, dxpl, path, name, t, &pd[(*n)++], msg, msglen);
             mf_tensor_destroy(t);
         }
-        if (pg >= 0) H5Gclose(pg);
-    }
     H5Gclose(g);
     return st;
 }
@@ -579,11 +508,11 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_t
     }
     char fmt[64];
     int64_t version = 0;
-    if (st == MF_OK && (!get_attr_str(file, "format", fmt, sizeof fmt) || strcmp(fmt, FORMAT_NAME))) {
+    if (st == MF_OK && (!mfi_h5_get_str(file, "format", fmt, sizeof fmt) || strcmp(fmt, FORMAT_NAME))) {
         snprintf(msg, sizeof msg, "%s: the format attribute is '%s', not '%s': not an mpiflow checkpoint", path, fmt,
                  FORMAT_NAME);
         st = MF_ERR_FORMAT;
-    } else if (st == MF_OK && (!get_attr_i64(file, "version", &version) || version != FORMAT_VERSION)) {
+    } else if (st == MF_OK && (!mfi_h5_get_i64(file, "version", &version) || version != FORMAT_VERSION)) {
         snprintf(msg, sizeof msg, "%s: checkpoint version %lld; this mpiflow reads version %d", path, (long long)version,
                  FORMAT_VERSION);
         st = MF_ERR_FORMAT;
@@ -614,14 +543,14 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_t
     int64_t draws = -1;
     if (st == MF_OK) {
         int64_t seed = 0;
-        get_attr_i64(file, "rng_draws", &draws);
-        get_attr_i64(file, "step", &ts.step);
-        get_attr_i64(file, "seed", &seed);
+        mfi_h5_get_i64(file, "rng_draws", &draws);
+        mfi_h5_get_i64(file, "step", &ts.step);
+        mfi_h5_get_i64(file, "seed", &seed);
         ts.seed = (uint64_t)seed;
         hid_t data = H5Gopen2(file, "data", H5P_DEFAULT);
         if (data >= 0) {
-            get_attr_i64(data, "epoch", &ts.epoch);
-            get_attr_i64(data, "cursor", &ts.cursor);
+            mfi_h5_get_i64(data, "epoch", &ts.epoch);
+            mfi_h5_get_i64(data, "cursor", &ts.cursor);
             H5Gclose(data);
         }
     }

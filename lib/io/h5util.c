@@ -1,0 +1,137 @@
+/*
+ * lib/io/h5util.c - HDF5 types, scalar attributes and the checkpoint
+ * checksum, shared by the checkpoint writer and reader.
+ */
+#include "lib/io/h5util.h"
+#include <string.h>
+
+hid_t mfi_h5_mem_type(mf_dtype dt)
+{
+    switch (dt) {
+    case MF_F32: return H5T_NATIVE_FLOAT;
+    case MF_F64: return H5T_NATIVE_DOUBLE;
+    case MF_I32: return H5T_NATIVE_INT32;
+    default: return H5T_NATIVE_INT64;
+    }
+}
+
+hid_t mfi_h5_file_type(mf_dtype dt)
+{
+    switch (dt) {
+    case MF_F32: return H5T_IEEE_F32LE;
+    case MF_F64: return H5T_IEEE_F64LE;
+    case MF_I32: return H5T_STD_I32LE;
+    default: return H5T_STD_I64LE;
+    }
+}
+
+bool mfi_h5_dtype_of(hid_t ftype, mf_dtype *dt)
+{
+    H5T_class_t c = H5Tget_class(ftype);
+    size_t size = H5Tget_size(ftype);
+    if (c == H5T_FLOAT && size == 4) *dt = MF_F32;
+    else if (c == H5T_FLOAT && size == 8) *dt = MF_F64;
+    else if (c == H5T_INTEGER && size == 4) *dt = MF_I32;
+    else if (c == H5T_INTEGER && size == 8) *dt = MF_I64;
+    else return false;
+    return true;
+}
+
+static void set_attr(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v)
+{
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
+    if (a >= 0) {
+        H5Awrite(a, mtype, v);
+        H5Aclose(a);
+    }
+    H5Sclose(sp);
+}
+
+void mfi_h5_set_str(hid_t obj, const char *name, const char *value)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(value) + 1);
+    set_attr(obj, name, t, t, value);
+    H5Tclose(t);
+}
+
+void mfi_h5_set_i64(hid_t obj, const char *name, int64_t v)
+{
+    set_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
+}
+
+void mfi_h5_set_f64(hid_t obj, const char *name, double v)
+{
+    set_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
+bool mfi_h5_get_i64(hid_t obj, const char *name, int64_t *v)
+{
+    if (H5Aexists(obj, name) <= 0) return false;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return false;
+    hid_t ft = H5Aget_type(a);
+    bool ok = H5Tget_class(ft) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_INT64, v) >= 0;
+    H5Tclose(ft);
+    H5Aclose(a);
+    return ok;
+}
+
+bool mfi_h5_get_str(hid_t obj, const char *name, char *buf, size_t size)
+{
+    buf[0] = 0;
+    if (H5Aexists(obj, name) <= 0) return false;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return false;
+    hid_t ft = H5Aget_type(a);
+    bool ok = H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft) && H5Tget_size(ft) <= size;
+    if (ok) {
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5Tget_size(ft));
+        ok = H5Aread(a, mt, buf) >= 0;
+        buf[size - 1] = 0;
+        H5Tclose(mt);
+    }
+    H5Tclose(ft);
+    H5Aclose(a);
+    return ok;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+uint64_t mfi_ckpt_checksum(const void *data, size_t esize, int ndim, const int64_t *gshape, const int64_t *start,
+                           const int64_t *count)
+{
+    int64_t gstr[MF_MAX_DIMS], idx[MF_MAX_DIMS] = {0}, n = 1, stride = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        gstr[i] = stride;
+        stride *= gshape[i];
+    }
+    for (int i = 0; i < ndim; i++) n *= count[i];
+    int64_t inner = ndim ? count[ndim - 1] : 1;   /* elements contiguous in the global order */
+    uint64_t sum = 0;
+    const unsigned char *p = data;
+    for (int64_t k = 0; k < n; k += inner) {
+        int64_t g = 0;
+        for (int i = 0; i < ndim; i++) g += (start[i] + idx[i]) * gstr[i];
+        for (int64_t j = 0; j < inner; j++) {
+            uint64_t bits = 0;
+            memcpy(&bits, p + (size_t)(k + j) * esize, esize);
+            sum += mix64((uint64_t)(g + j) * 0x9e3779b97f4a7c15ULL ^ mix64(bits));
+        }
+        for (int i = ndim - 2; i >= 0; i--) {
+            if (++idx[i] < count[i]) break;
+            idx[i] = 0;
+        }
+    }
+    return sum;
+}

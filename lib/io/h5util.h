@@ -1,0 +1,32 @@
+/*
+ * lib/io/h5util.h - what the checkpoint writer (ckpt.c) and reader
+ * (ckpt_file.c) share: HDF5 types of our dtypes, scalar attributes, and
+ * the checksum of DESIGN.md section 7.
+ */
+#ifndef MF_IO_H5UTIL_H
+#define MF_IO_H5UTIL_H
+
+#include <hdf5.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "mpiflow/tensor.h"
+
+hid_t mfi_h5_mem_type(mf_dtype dt);
+hid_t mfi_h5_file_type(mf_dtype dt);
+/* the dtype of a dataset's file type; false for types we never write */
+bool mfi_h5_dtype_of(hid_t ftype, mf_dtype *dt);
+
+void mfi_h5_set_str(hid_t obj, const char *name, const char *value);
+void mfi_h5_set_i64(hid_t obj, const char *name, int64_t v);
+void mfi_h5_set_f64(hid_t obj, const char *name, double v);
+bool mfi_h5_get_i64(hid_t obj, const char *name, int64_t *v);
+bool mfi_h5_get_str(hid_t obj, const char *name, char *buf, size_t size);
+
+/* The checksum attribute: the sum (mod 2^64) over elements of
+ * mix(global row-major index, value bits). Order-free, so each rank adds
+ * the share of the block it holds: block [start, start+count) of a
+ * tensor of global shape gshape, dense in data, esize bytes an element. */
+uint64_t mfi_ckpt_checksum(const void *data, size_t esize, int ndim, const int64_t *gshape, const int64_t *start,
+                           const int64_t *count);
+
+#endif
