@@ -4,10 +4,12 @@
  * writes a metrics CSV, and ends with a line
  *   final test_accuracy=... test_loss=... ...
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "apps/parallel.h"
 #include "apps/train_opts.h"
@@ -292,6 +294,25 @@ static int final_report(run *r, const meter *m)
     return 0;
 }
 
+/* --checkpoint's directory exists and is writable here: checked before
+ * training, not found out at the first save hours later */
+static bool ckpt_dir_ok(const char *path, char *err, size_t len)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    struct stat sb;
+    const char *why = stat(dir, &sb) != 0 ? strerror(errno)
+                      : !S_ISDIR(sb.st_mode)  ? "not a directory"
+                      : access(dir, W_OK | X_OK) != 0 ? strerror(errno)
+                                                      : NULL;
+    if (why) snprintf(err, len, "--checkpoint: cannot write checkpoints into %.300s: %s", dir, why);
+    return !why;
+}
+
 /* --checkpoint: model, optimizer, data position and step */
 static int save(run *r, int64_t done)
 {
@@ -365,6 +386,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "mpiflow-train: error: %s\n", err);
         code = EXIT_BAD_INPUT;
         goto out;
+    }
+    if (r.o.checkpoint) {
+        bool ok = ckpt_dir_ok(r.o.checkpoint, err, sizeof err);
+        if (mf_agree(ok ? MF_OK : MF_ERR_IO) != MF_OK) {
+            fprintf(stderr, "mpiflow-train: error: %s\n", ok ? "--checkpoint: the directory is not writable on another rank" : err);
+            code = EXIT_BAD_INPUT;
+            goto out;
+        }
     }
     if (r.o.threads) mf_set_threads(r.o.threads);
     if (r.o.profile) mf_profile_enable(true);

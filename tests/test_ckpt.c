@@ -22,7 +22,8 @@ static const char *path_of(const char *name)
     return buf[k];
 }
 
-/* the mlp, with a layout: "none", "dp", "mp", "2d" */
+/* the mlp, with a layout: "none", "dp", "mp", "hybrid", "2d" (the
+ * output layer's 5 rows split unevenly on 2 to 4 ranks) */
 static mf_module *mlp(const char *layout, uint64_t seed)
 {
     mf_manual_seed(seed);
@@ -32,6 +33,9 @@ static mf_module *mlp(const char *layout, uint64_t seed)
     if (!strcmp(layout, "mp")) {
         mf_module_param_to_global(m, "hidden.weight", p, "S(0)");
         mf_module_param_to_global(m, "output.weight", p, "S(1)");
+    } else if (!strcmp(layout, "hybrid")) {
+        mf_module_param_to_global(m, "output.weight", p, "S(0)");
+        mf_module_param_to_global(m, "output.bias", p, "S(0)");
     } else if (!strcmp(layout, "2d")) {
         mf_module_param_to_global(m, "hidden.weight", p, "B,S(0)");
         mf_module_param_to_global(m, "output.bias", p, "S(0),B");
@@ -60,8 +64,8 @@ static double model_diff(mf_module *a, mf_module *b)
 
 START_TEST(test_round_trip_and_reshard)
 {
-    const char *layouts[] = {"none", "dp", "mp", "2d"};
-    for (int a = 0; a < 4; a++) {
+    const char *layouts[] = {"none", "dp", "mp", "hybrid", "2d"};
+    for (int a = 0; a < 5; a++) {
         if (!strcmp(layouts[a], "2d") && mf_world_size() != 4) continue;
         mf_module *src = mlp(layouts[a], 1);
         ck_assert_nonnull(src);
@@ -69,7 +73,7 @@ START_TEST(test_round_trip_and_reshard)
         ck_assert_ok(mf_ckpt_save(path_of("a.h5"), src, NULL, &st));
         ck_assert(access(path_of("a.h5"), R_OK) == 0);
         ck_assert(access(path_of("a.h5.tmp"), F_OK) != 0);
-        for (int b = 0; b < 4; b++) {
+        for (int b = 0; b < 5; b++) {
             if (!strcmp(layouts[b], "2d") && mf_world_size() != 4) continue;
             mf_module *dst = mlp(layouts[b], 2);   /* other values */
             ck_assert(model_diff(src, dst) > 0);
@@ -243,6 +247,133 @@ START_TEST(test_bad_checkpoints)
 }
 END_TEST
 
+/* the good checkpoint copied to name, then changed with plain HDF5 on
+ * rank 0: fn(file) */
+static void altered(const char *good, const char *name, void (*fn)(hid_t))
+{
+    if (mf_rank() == 0) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "cp %s %s", good, path_of(name));
+        ck_assert(system(cmd) == 0);
+        hid_t f = H5Fopen(path_of(name), H5F_ACC_RDWR, H5P_DEFAULT);
+        ck_assert(f >= 0);
+        fn(f);
+        H5Fclose(f);
+    }
+    mf_agree(MF_OK);
+}
+
+static void other_format(hid_t f)
+{
+    H5Adelete(f, "format");
+    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+    H5Tset_size(t, 6);
+    hid_t a = H5Acreate2(f, "format", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, t, "keras");
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+}
+
+static void int_bias(hid_t f)
+{
+    H5Ldelete(f, "/model/hidden.bias", H5P_DEFAULT);
+    hid_t sp = H5Screate_simple(1, (const hsize_t[]){512}, NULL);
+    hid_t d = H5Dcreate2(f, "/model/hidden.bias", H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dclose(d);
+    H5Sclose(sp);
+}
+
+/* a wrong format attribute and a wrong dtype: refused, model unchanged */
+START_TEST(test_wrong_format_and_dtype)
+{
+    mf_module *m = mlp("mp", 1), *ref = mlp("mp", 1), *other = mlp("mp", 4);
+    ck_assert_ok(mf_ckpt_save(path_of("fmt.h5"), other, NULL, NULL));
+    altered(path_of("fmt.h5"), "keras.h5", other_format);
+    altered(path_of("fmt.h5"), "int.h5", int_bias);
+    ck_assert_fails(mf_ckpt_load(path_of("keras.h5"), m, NULL, NULL), MF_ERR_FORMAT,
+                    "keras.h5: the format attribute is 'keras', not 'mpiflow-checkpoint'");
+    ck_assert_fails(mf_ckpt_load(path_of("int.h5"), m, NULL, NULL), MF_ERR_DTYPE,
+                    "int.h5: tensor 'hidden.bias' has another dtype in the checkpoint than the model's f32");
+    ck_assert(model_diff(ref, m) == 0);
+    mf_module_destroy(m);
+    mf_module_destroy(ref);
+    mf_module_destroy(other);
+}
+END_TEST
+
+/* The serial reader (mpiflow-ckpt's): every tensor with its global
+ * shape, SBP and placement, values equal to the gathered model, the
+ * checksums recomputed; Fletcher32 checkpoints reshard like plain ones. */
+START_TEST(test_reader_and_fletcher32)
+{
+    mf_module *m = mlp("mp", 1);
+    mf_ckpt_opts opts = {1, true};
+    ck_assert_ok(mf_ckpt_save(path_of("plain.h5"), m, NULL, NULL));
+    ck_assert_ok(mf_ckpt_save_ex(path_of("f32.h5"), m, NULL, NULL, &opts));
+    mf_tensor_list *sd = mf_module_state_dict(m);
+    for (int k = 0; k < 2; k++) {
+        const char *file = path_of(k ? "f32.h5" : "plain.h5");
+        mf_ckpt_file *f = mf_ckpt_open(file);
+        ck_assert_msg(f != NULL, "%s", mf_last_error());
+        ck_assert_int_eq(mf_ckpt_count(f), sd->n);
+        for (int i = 0; i < sd->n; i++) {
+            mf_tensor *full = mf_global_gather(sd->items[i].tensor);
+            const mf_ckpt_entry *e = mf_ckpt_entry_at(f, i);
+            char want[300];
+            snprintf(want, sizeof want, "model/%s", sd->items[i].name);
+            ck_assert_str_eq(e->name, want);   /* in state_dict order */
+            ck_assert_int_eq(mf_ckpt_find(f, want), i);
+            ck_assert_int_eq(e->ndim, mf_tensor_ndim(full));
+            for (int d = 0; d < e->ndim; d++) ck_assert(e->shape[d] == mf_tensor_shape(full)[d]);
+            ck_assert_str_eq(e->sbp, !strcmp(sd->items[i].name, "hidden.weight")   ? "S(0)"
+                                     : !strcmp(sd->items[i].name, "output.weight") ? "S(1)"
+                                                                                   : "B");
+            uint64_t sum;
+            ck_assert_ok(mf_ckpt_verify_entry(f, i, &sum));
+            ck_assert(sum == e->checksum);
+            /* rows 1.. of the tensor against the gathered values */
+            int64_t rows = e->shape[0], row = mf_tensor_numel(full) / rows;
+            double *v = malloc((size_t)(rows * row) * sizeof *v);
+            ck_assert_ok(mf_ckpt_read_f64(f, i, 1, rows - 1, v));
+            const float *fv = mf_tensor_data(full);
+            for (int64_t j = 0; j < (rows - 1) * row; j++) ck_assert(v[j] == (double)fv[row + j]);
+            free(v);
+            mf_tensor_destroy(full);
+        }
+        char attrs[512];
+        ck_assert_ok(mf_ckpt_attrs(f, "/", attrs, sizeof attrs));
+        ck_assert_msg(strstr(attrs, "format=mpiflow-checkpoint version=1 step=0"), "%s", attrs);
+        mf_ckpt_close(f);
+    }
+    /* Fletcher32: chunks of one piece (hidden.weight: rows of rank 0) */
+    if (mf_rank() == 0) {
+        hid_t f = H5Fopen(path_of("f32.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+        hid_t d = H5Dopen2(f, "/model/hidden.weight", H5P_DEFAULT), dcpl = H5Dget_create_plist(d);
+        hsize_t chunk[2];
+        ck_assert_int_eq(H5Pget_nfilters(dcpl), 1);
+        ck_assert_int_eq(H5Pget_chunk(dcpl, 2, chunk), 2);
+        ck_assert(chunk[0] == (hsize_t)((512 + mf_world_size() - 1) / mf_world_size()) && chunk[1] == 36);
+        H5Pclose(dcpl);
+        H5Dclose(d);
+        H5Fclose(f);
+    }
+    const char *layouts[] = {"none", "dp", "2d"};
+    for (int b = 0; b < 3; b++) {
+        if (!strcmp(layouts[b], "2d") && mf_world_size() != 4) continue;
+        mf_module *dst = mlp(layouts[b], 2);
+        ck_assert_ok(mf_ckpt_load(path_of("f32.h5"), dst, NULL, NULL));
+        ck_assert_msg(model_diff(m, dst) == 0, "fletcher32 mp -> %s", layouts[b]);
+        mf_module_destroy(dst);
+    }
+    /* not a checkpoint: NULL and a message naming the file */
+    ck_assert(mf_ckpt_open(path_of("nothere.h5")) == NULL);
+    ck_assert(strstr(mf_last_error(), "nothere.h5: cannot read the checkpoint"));
+    mf_tensor_list_destroy(sd);
+    mf_module_destroy(m);
+}
+END_TEST
+
 /* Across world sizes (tests/ckpt.sh): MF_CKPT_FILE and MF_CKPT_MODE=save
  * or load; the layout follows the rank count (1: local, 3: mp, 4: 2d,
  * else dp). The loaded model must equal a fresh one of the same seed. */
@@ -276,6 +407,8 @@ Suite *ckpt_suite(void)
     tcase_add_test(tc, test_round_trip_and_reshard);
     tcase_add_test(tc, test_bad_checkpoints);
     tcase_add_test(tc, test_resume_with_optimizer);
+    tcase_add_test(tc, test_wrong_format_and_dtype);
+    tcase_add_test(tc, test_reader_and_fletcher32);
     tcase_add_test(tc, test_across_world_sizes);
     suite_add_tcase(s, tc);
     return s;
