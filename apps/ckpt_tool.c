@@ -132,7 +132,7 @@ static int verify_one(const char *path, bool quiet)
 {
     mf_ckpt_file *f = mf_ckpt_open(path);
     if (!f) {
-        printf("FAILED %s: %s\n", path, mf_last_error());
+        printf("FAILED %s\n", mf_last_error());   /* the message names the file */
         return 1;
     }
     int bad = 0, model = 0;
