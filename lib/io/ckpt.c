@@ -4,9 +4,9 @@
  *
  * Every rank runs every HDF5 call (metadata operations are collective);
  * a rank with nothing to write or read selects nothing. Each dataset
- * holds the global tensor; a rank writes its block only when it is the
- * first holder of that block (coordinate 0 on every B dimension), after
- * P dimensions have been summed. The checksum attribute is a sum over
+ * holds the global tensor, written once: the ranks holding the same
+ * block (a replicated tensor: all of them) each write a slice of its rows,
+ * after P dimensions have been summed. The checksum attribute is a sum over
  * elements of a 64-bit mix of (global index, value bits): order-free, so
  * each writer adds its block's share and one allreduce gives the total;
  * on load the readers of a partition of the tensor recompute it.
@@ -40,7 +40,9 @@ static mf_status sum_checksum(uint64_t part, uint64_t *total)
 }
 
 /* A tensor's layout for the file: placement, nd-SBP and this rank's
- * block; a local tensor counts as B on the world. */
+ * block; a local tensor counts as B on the world. The ranks holding the
+ * same block (they differ only on B and P mesh dimensions) share its
+ * writing and its checksum: each takes a slice of rows, `mine`. */
 typedef struct layout {
     const mf_placement *p;
     mf_placement *owned;
@@ -48,7 +50,10 @@ typedef struct layout {
     mfi_meta gm;
     mfi_box box;
     bool holds;       /* this rank has a piece */
-    bool first;       /* ... and is coordinate 0 on every B and P dimension */
+    int copies;       /* ranks holding each block */
+    bool writes;      /* ... and a non-empty slice `mine` of it */
+    mfi_box mine;     /* box, axis 0 split among the block's holders */
+    int64_t mine_off; /* mine's first element within the dense block */
 } layout;
 
 static mf_status layout_of(mf_tensor *t, layout *l)
@@ -64,13 +69,35 @@ static mf_status layout_of(mf_tensor *t, layout *l)
         l->sbp = mfi_nd_sbp_all(1, MF_SBP_B);
     }
     l->holds = l->p->index >= 0;
-    if (l->holds) {
-        mfi_region(&l->gm, &l->sbp, l->p, l->p->coord, &l->box);
-        l->first = true;
-        for (int d = 0; d < l->sbp.ndim; d++)
-            if (l->sbp.d[d].kind != MF_SBP_S && l->p->coord[d] != 0) l->first = false;
+    l->copies = 1;
+    for (int d = 0; d < l->sbp.ndim; d++)
+        if (l->sbp.d[d].kind != MF_SBP_S) l->copies *= l->p->mesh[d];
+    if (!l->holds) return MF_OK;
+    mfi_region(&l->gm, &l->sbp, l->p, l->p->coord, &l->box);
+    int copies = l->copies, k = 0;   /* which of the block's holders this rank is */
+    for (int d = 0; d < l->sbp.ndim; d++)
+        if (l->sbp.d[d].kind != MF_SBP_S) k = k * l->p->mesh[d] + l->p->coord[d];
+    l->mine = l->box;
+    if (l->gm.ndim == 0) {
+        l->writes = k == 0;
+        return MF_OK;
     }
+    int64_t start, len, row = 1;
+    mfi_split(l->box.count[0], copies, k, &start, &len);
+    for (int i = 1; i < l->gm.ndim; i++) row *= l->box.count[i];
+    l->mine.start[0] += start;
+    l->mine.count[0] = len;
+    l->mine_off = start * row;
+    l->writes = len * row > 0;
     return MF_OK;
+}
+
+/* this rank's share of the checksum: the slice `mine` of its dense block */
+static uint64_t layout_checksum(const layout *l, const void *block)
+{
+    if (!l->writes) return 0;
+    const char *p = (const char *)block + (size_t)l->mine_off * mf_dtype_size(l->gm.dtype);
+    return block_checksum(p, &l->gm, &l->mine);
 }
 
 static hid_t open_fapl(void)
@@ -117,8 +144,9 @@ typedef struct writer {
     size_t msglen;
 } writer;
 
-/* Contiguous, or with fletcher32 chunks of one piece (the block at
- * coordinate 0, the same on every rank) under HDF5's Fletcher32 filter. */
+/* Contiguous, or with fletcher32 chunks of one writer's slice (that of
+ * the first writer of the block at coordinate 0, the same on every rank)
+ * under HDF5's Fletcher32 filter. */
 static hid_t dataset_props(const writer *w, const layout *l)
 {
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -131,6 +159,7 @@ static hid_t dataset_props(const writer *w, const layout *l)
     for (int i = 0; i < l->gm.ndim; i++) {
         if (b0.count[i] == 0) return dcpl;   /* an empty piece: no chunks */
         chunk[i] = (hsize_t)b0.count[i];
+        if (i == 0) chunk[0] = (chunk[0] + (hsize_t)l->copies - 1) / (hsize_t)l->copies;
         bytes *= (double)chunk[i];
     }
     for (int i = 0; i < l->gm.ndim && bytes >= 2e9; i++)   /* HDF5 chunks stay under 4 GiB */
@@ -175,11 +204,11 @@ static mf_status write_tensor(const writer *w, hid_t group, const char *name, mf
         st = mf_last_status();
         goto out;
     }
-    bool write = l.holds && l.first;
-    uint64_t part = write ? block_checksum(mf_tensor_data(src), &l.gm, &l.box) : 0, sum = 0;
+    bool write = l.writes;
+    uint64_t part = write ? layout_checksum(&l, mf_tensor_data(src)) : 0, sum = 0;
     st = sum_checksum(part, &sum);
     if (st != MF_OK) goto out;
-    hid_t fs = file_space(&l.gm, &l.box, true), ms = mem_space(&l.gm, &l.box, write);
+    hid_t fs = file_space(&l.gm, &l.box, true), ms = mem_space(&l.gm, &l.mine, write);
     hid_t dcpl = dataset_props(w, &l);
     hid_t ds = H5Dcreate2(group, name, mfi_h5_file_type(l.gm.dtype), fs, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
@@ -188,8 +217,9 @@ static mf_status write_tensor(const writer *w, hid_t group, const char *name, mf
         st = MF_ERR_IO;
     } else {
         H5Sclose(fs);
-        fs = file_space(&l.gm, &l.box, write);
-        if (H5Dwrite(ds, mfi_h5_mem_type(l.gm.dtype), ms, fs, w->dxpl, write ? mf_tensor_data(src) : NULL) < 0) {
+        fs = file_space(&l.gm, &l.mine, write);
+        const char *data = write ? (const char *)mf_tensor_data(src) + (size_t)l.mine_off * mf_dtype_size(l.gm.dtype) : NULL;
+        if (H5Dwrite(ds, mfi_h5_mem_type(l.gm.dtype), ms, fs, w->dxpl, data) < 0) {
             snprintf(msg, msglen, "cannot write tensor '%s'", name);
             st = MF_ERR_IO;
         }
@@ -428,7 +458,7 @@ static mf_status read_tensor(hid_t root, hid_t dxpl, const char *file, const cha
     H5Sclose(msel);
     /* the checksum over a partition of the tensor: the readers that are
      * coordinate 0 on every B and P dimension */
-    uint64_t part = read && l.first ? block_checksum(mf_tensor_data(pd->buf), &l.gm, &l.box) : 0, sum = 0;
+    uint64_t part = read ? layout_checksum(&l, mf_tensor_data(pd->buf)) : 0, sum = 0;
     int64_t want_sum = 0;
     mf_status cs = sum_checksum(part, &sum);
     if (cs != MF_OK) st = cs;
