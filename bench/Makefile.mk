@@ -1,6 +1,8 @@
 # bench/: benchmark programs that print tables (not tests). See
 # doc/performance.md for how to run them and the recorded results.
-noinst_PROGRAMS += bench/bench_train bench/bench_conv bench/bench_boxing
+noinst_PROGRAMS += bench/bench_train bench/bench_conv bench/bench_boxing bench/bench_ckpt
+bench_bench_ckpt_SOURCES = bench/bench_ckpt.c
+bench_bench_ckpt_LDADD = libmpiflow.la
 bench_bench_boxing_SOURCES = bench/bench_boxing.c
 bench_bench_boxing_LDADD = libmpiflow.la
 bench_bench_train_SOURCES = bench/bench_train.c
@@ -8,4 +10,4 @@ bench_bench_train_LDADD = libmpiflow.la
 bench_bench_conv_SOURCES = bench/bench_conv.c
 bench_bench_conv_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 bench_bench_conv_LDADD = libmpiflow.la $(OPENBLAS_LIBS)
-EXTRA_DIST += bench/torch_train.py bench/run.sh bench/run_parallel.sh
+EXTRA_DIST += bench/torch_train.py bench/run.sh bench/run_parallel.sh bench/run_ckpt.sh

@@ -11,7 +11,7 @@ root="$dest$prefix"
 libdir=$(PKG_CONFIG_PATH="$root/lib/pkgconfig" pkg-config --define-variable=prefix="$root" --variable=libdir mpiflow)
 for f in "$root/include/mpiflow.h" "$root/include/mpiflow/tensor.h" "$root/include/mpiflow/models.h" \
          "$root/include/mpiflow/global.h" \
-         "$libdir/libmpiflow.so" "$libdir/libmpiflow.a" "$libdir/pkgconfig/mpiflow.pc" "$root/bin/mpiflow-train"; do
+         "$libdir/libmpiflow.so" "$libdir/libmpiflow.a" "$libdir/pkgconfig/mpiflow.pc" "$root/bin/mpiflow-train" "$root/bin/mpiflow-ckpt"; do
     [ -e "$f" ] || fail "not installed: $f"
 done
 cflags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --define-variable=prefix="$root" --cflags mpiflow)
@@ -38,5 +38,6 @@ l2=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/hy.2")
 [ -n "$l1" ] && [ "$l1" = "$l2" ] || fail "hybrid_mlp: losses on 1 rank ($l1) and 2 ranks ($l2) differ"
 grep -q "logits S(0), loss P" "$TMPDIR_TEST/hy.2" || fail "hybrid_mlp: unexpected SBPs"
 LD_LIBRARY_PATH="$libdir" "$root/bin/mpiflow-train" --help | grep -q 'usage:' || fail "installed mpiflow-train --help"
+LD_LIBRARY_PATH="$libdir" "$root/bin/mpiflow-ckpt" --help | grep -q 'usage: mpiflow-ckpt' || fail "installed mpiflow-ckpt --help"
 cat "$TMPDIR_TEST/ex.out"
 echo "installed tree works: $(find "$dest" -type f | wc -l) files"

@@ -12,6 +12,7 @@
  * on load the readers of a partition of the tensor recompute it.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,14 +93,6 @@ static mf_status layout_of(mf_tensor *t, layout *l)
     return MF_OK;
 }
 
-/* this rank's share of the checksum: the slice `mine` of its dense block */
-static uint64_t layout_checksum(const layout *l, const void *block)
-{
-    if (!l->writes) return 0;
-    const char *p = (const char *)block + (size_t)l->mine_off * mf_dtype_size(l->gm.dtype);
-    return block_checksum(p, &l->gm, &l->mine);
-}
-
 static hid_t open_fapl(void)
 {
     MPI_Comm comm;
@@ -135,21 +128,84 @@ static hid_t mem_space(const mfi_meta *gm, const mfi_box *b, bool select)
     return sp;
 }
 
+/* Every piece of the tensor is a range of whole rows, one contiguous
+ * range of the file: the ranks then read and write independently, which
+ * MPI-IO does faster than a collective transfer (doc/performance.md). */
+static bool rows_only(const layout *l)
+{
+    for (int d = 0; d < l->sbp.ndim; d++)
+        if (l->sbp.d[d].kind == MF_SBP_S && l->sbp.d[d].axis != 0) return false;
+    return true;
+}
+
+#define SLAB_BYTES ((int64_t)8 << 20)
+
+/* Moves block b of the tensor (dense in data; active: this rank takes
+ * part) to or from dataset ds, and returns in *part this rank's share of
+ * the checksum: the rows of b inside l->mine. A rows_only tensor goes in
+ * slabs of SLAB_BYTES with independent transfers, each slab checksummed
+ * while it is still in the cache; any other in one collective call that
+ * every rank makes. */
+static herr_t move_block(hid_t ds, const layout *l, const mfi_box *b, char *data, bool active, bool write,
+                         const hid_t dxpl[2], uint64_t *part)
+{
+    hid_t mt = mfi_h5_mem_type(l->gm.dtype);
+    int64_t es = (int64_t)mf_dtype_size(l->gm.dtype), row = 1, rows = l->gm.ndim ? b->count[0] : 1;
+    for (int i = 1; i < l->gm.ndim; i++) row *= b->count[i];
+    bool slabs = dxpl[1] >= 0 && l->gm.ndim > 0;
+    int64_t step = !slabs ? (rows > 0 ? rows : 1) : row * es >= SLAB_BYTES ? 1 : SLAB_BYTES / (row * es);
+    *part = 0;
+    herr_t r = 0;
+    for (int64_t r0 = 0; r >= 0 && (r0 < rows || (!slabs && r0 == 0)); r0 += step) {
+        if (slabs && !active) break;   /* independent: nothing to do */
+        mfi_box sl = *b;
+        if (l->gm.ndim) {
+            sl.start[0] += r0;
+            sl.count[0] = rows - r0 < step ? rows - r0 : step;
+        }
+        char *p = active ? data + r0 * row * es : NULL;
+        hid_t fs = file_space(&l->gm, &sl, active), ms = mem_space(&l->gm, &sl, active);
+        hid_t x = dxpl[slabs];
+        r = write ? H5Dwrite(ds, mt, ms, fs, x, p) : H5Dread(ds, mt, ms, fs, x, p);
+        H5Sclose(fs);
+        H5Sclose(ms);
+        if (r < 0 || !active || !l->writes) continue;
+        if (!l->gm.ndim) {
+            *part += block_checksum(p, &l->gm, &l->mine);
+            continue;
+        }
+        /* the checksum of this slab's rows that are in mine */
+        int64_t lo = sl.start[0] > l->mine.start[0] ? sl.start[0] : l->mine.start[0];
+        int64_t hi_s = sl.start[0] + sl.count[0], hi_m = l->mine.start[0] + l->mine.count[0];
+        int64_t hi = hi_s < hi_m ? hi_s : hi_m;
+        if (hi <= lo) continue;
+        mfi_box c = l->mine;
+        c.start[0] = lo;
+        c.count[0] = hi - lo;
+        *part += block_checksum(p + (lo - sl.start[0]) * row * es, &l->gm, &c);
+    }
+    return r;
+}
+
 /* ---------------------------------------------------------------- save */
 typedef struct writer {
     hid_t dxpl;         /* collective transfers */
+    hid_t dxpl_ind;     /* independent ones, for rows_only tensors */
     hid_t gcpl;         /* groups that keep the order of writing */
     bool fletcher32;
     char *msg;          /* the first failure, for the message */
     size_t msglen;
 } writer;
 
-/* Contiguous, or with fletcher32 chunks of one writer's slice (that of
- * the first writer of the block at coordinate 0, the same on every rank)
- * under HDF5's Fletcher32 filter. */
+#define CHUNK_BYTES (4.0 * 1024 * 1024)
+
+/* Contiguous, or with fletcher32 chunks that tile one writer's slice
+ * (that of the first writer of the block at coordinate 0, the same on
+ * every rank) under HDF5's Fletcher32 filter. */
 static hid_t dataset_props(const writer *w, const layout *l)
 {
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);   /* every element is written */
     if (!w->fletcher32 || l->gm.ndim == 0) return dcpl;
     int coord[MF_MAX_DIMS] = {0};
     mfi_box b0;
@@ -162,12 +218,14 @@ static hid_t dataset_props(const writer *w, const layout *l)
         if (i == 0) chunk[0] = (chunk[0] + (hsize_t)l->copies - 1) / (hsize_t)l->copies;
         bytes *= (double)chunk[i];
     }
-    for (int i = 0; i < l->gm.ndim && bytes >= 2e9; i++)   /* HDF5 chunks stay under 4 GiB */
-        while (chunk[i] > 1 && bytes >= 2e9) {
-            bytes /= (double)chunk[i];
-            chunk[i] = (chunk[i] + 1) / 2;
-            bytes *= (double)chunk[i];
-        }
+    /* the slice in k equal parts of at most CHUNK_BYTES: HDF5 filters large
+     * chunks much more slowly (doc/performance.md) */
+    for (int i = 0; i < l->gm.ndim && bytes > CHUNK_BYTES; i++) {
+        double k = ceil(bytes / CHUNK_BYTES);
+        hsize_t c = (hsize_t)ceil((double)chunk[i] / k);
+        bytes = bytes / (double)chunk[i] * (double)c;
+        chunk[i] = c;
+    }
     H5Pset_chunk(dcpl, l->gm.ndim, chunk);
     H5Pset_fletcher32(dcpl);
     return dcpl;
@@ -205,32 +263,30 @@ static mf_status write_tensor(const writer *w, hid_t group, const char *name, mf
         goto out;
     }
     bool write = l.writes;
-    uint64_t part = write ? layout_checksum(&l, mf_tensor_data(src)) : 0, sum = 0;
-    st = sum_checksum(part, &sum);
-    if (st != MF_OK) goto out;
-    hid_t fs = file_space(&l.gm, &l.box, true), ms = mem_space(&l.gm, &l.mine, write);
+    uint64_t part = 0, sum = 0;
+    hid_t fs = file_space(&l.gm, &l.box, true);
     hid_t dcpl = dataset_props(w, &l);
     hid_t ds = H5Dcreate2(group, name, mfi_h5_file_type(l.gm.dtype), fs, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
+    H5Sclose(fs);
     if (ds < 0) {
         snprintf(msg, msglen, "cannot create dataset '%s'", name);
         st = MF_ERR_IO;
     } else {
-        H5Sclose(fs);
-        fs = file_space(&l.gm, &l.mine, write);
-        const char *data = write ? (const char *)mf_tensor_data(src) + (size_t)l.mine_off * mf_dtype_size(l.gm.dtype) : NULL;
-        if (H5Dwrite(ds, mfi_h5_mem_type(l.gm.dtype), ms, fs, w->dxpl, data) < 0) {
+        char *data = write ? (char *)mf_tensor_data(src) + (size_t)l.mine_off * mf_dtype_size(l.gm.dtype) : NULL;
+        const hid_t dxpl[2] = {w->dxpl, rows_only(&l) && !w->fletcher32 ? w->dxpl_ind : -1};
+        if (move_block(ds, &l, &l.mine, data, write, true, dxpl, &part) < 0) {
             snprintf(msg, msglen, "cannot write tensor '%s'", name);
             st = MF_ERR_IO;
         }
+        mf_status cs = sum_checksum(part, &sum);   /* collective: every rank, failed or not */
+        if (st == MF_OK) st = cs;
         char sb[96], pl[256];
         mfi_h5_set_str(ds, "sbp", mf_nd_sbp_str(&l.sbp, sb, sizeof sb));
         mfi_h5_set_str(ds, "placement", mf_placement_str(l.p, pl, sizeof pl));
         mfi_h5_set_i64(ds, "checksum", (int64_t)sum);
         H5Dclose(ds);
     }
-    H5Sclose(fs);
-    H5Sclose(ms);
 out:
     mf_tensor_destroy(src);
     mf_placement_destroy(l.owned);
@@ -332,8 +388,10 @@ mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, c
     mf_tensor_list *sd = mf_module_state_dict(model);
     if (!sd) return mf_last_status();
     mf_status st = MF_OK;
-    writer w = {H5Pcreate(H5P_DATASET_XFER), H5Pcreate(H5P_GROUP_CREATE), opts && opts->fletcher32, msg, sizeof msg};
+    writer w = {H5Pcreate(H5P_DATASET_XFER), H5Pcreate(H5P_DATASET_XFER), H5Pcreate(H5P_GROUP_CREATE),
+                opts && opts->fletcher32, msg, sizeof msg};
     H5Pset_dxpl_mpio(w.dxpl, H5FD_MPIO_COLLECTIVE);
+    H5Pset_dxpl_mpio(w.dxpl_ind, H5FD_MPIO_INDEPENDENT);
     /* groups and the root keep the order of writing (the state_dict's) */
     H5Pset_link_creation_order(w.gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
     H5Pset_attr_creation_order(w.gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
@@ -378,6 +436,7 @@ mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, c
     }
     if (fapl >= 0) H5Pclose(fapl);
     H5Pclose(w.dxpl);
+    H5Pclose(w.dxpl_ind);
     H5Pclose(w.gcpl);
     mf_tensor_list_destroy(sd);
     if (st != MF_OK && msg[0]) mfi_error(st, "mf_ckpt_save: %s", msg);
@@ -403,7 +462,7 @@ typedef struct pending {
 
 /* Reads dataset `name` for t into *buf (this rank's block of t's current
  * layout); fills msg and returns an error when the dataset does not fit. */
-static mf_status read_tensor(hid_t root, hid_t dxpl, const char *file, const char *name, mf_tensor *t, pending *pd,
+static mf_status read_tensor(hid_t root, const hid_t *dxpl, const char *file, const char *name, mf_tensor *t, pending *pd,
                              char *msg, size_t msglen)
 {
     layout l;
@@ -447,18 +506,18 @@ static mf_status read_tensor(hid_t root, hid_t dxpl, const char *file, const cha
         pd->buf = mfi_tensor_new(l.gm.dtype, l.gm.ndim, l.box.count);
         if (!pd->buf) read = false;
     }
-    hid_t fsel = file_space(&l.gm, &l.box, read), msel = mem_space(&l.gm, &l.box, read);
-    /* collective: every rank calls it, with or without a selection */
-    herr_t r = H5Dread(ds, mfi_h5_mem_type(l.gm.dtype), msel, fsel, dxpl, read ? mf_tensor_data(pd->buf) : NULL);
+    /* every rank reads its block (collectively, or independently for
+     * rows_only tensors) and the checksum over a partition of the tensor */
+    hid_t dcpl = H5Dget_create_plist(ds);
+    bool chunked = H5Pget_layout(dcpl) != H5D_CONTIGUOUS;   /* (--fletcher32): read whole chunks, once */
+    H5Pclose(dcpl);
+    const hid_t dx[2] = {dxpl[0], rows_only(&l) && !chunked ? dxpl[1] : -1};
+    uint64_t part = 0, sum = 0;
+    herr_t r = move_block(ds, &l, &l.box, read ? mf_tensor_data(pd->buf) : NULL, read, false, dx, &part);
     if (r < 0 && st == MF_OK) {
         snprintf(msg, msglen, "%s: cannot read tensor '%s' (the file is truncated, or a Fletcher32 check failed)", file, name);
         st = MF_ERR_IO;
     }
-    H5Sclose(fsel);
-    H5Sclose(msel);
-    /* the checksum over a partition of the tensor: the readers that are
-     * coordinate 0 on every B and P dimension */
-    uint64_t part = read ? layout_checksum(&l, mf_tensor_data(pd->buf)) : 0, sum = 0;
     int64_t want_sum = 0;
     mf_status cs = sum_checksum(part, &sum);
     if (cs != MF_OK) st = cs;
@@ -477,8 +536,26 @@ out:
     return st;
 }
 
+/* dst takes what was read: the buffer's storage itself when nothing else
+ * shares dst's (no copy; the version bump marks the in-place write), a
+ * copy otherwise. */
+static mf_status adopt(mf_tensor *dst, mf_tensor *buf)
+{
+    mfi_storage *a = dst->storage, *b = buf->storage;
+    if (a->refcount == 1 && b->refcount == 1 && dst->offset == 0 && buf->offset == 0 && a->nbytes == b->nbytes &&
+        a->device == b->device && dst->dtype == buf->dtype && mf_tensor_is_contiguous(dst) &&
+        mf_tensor_is_contiguous(buf)) {
+        uint32_t v = a->version + 1;
+        dst->storage = b;
+        buf->storage = a;
+        b->version = v;
+        return MF_OK;
+    }
+    return mf_copy_(dst, buf);
+}
+
 /* Reads /optim into pending entries after the model's (n of them). */
-static mf_status read_optim(hid_t file, hid_t dxpl, const char *path, mf_optim *o, pending *pd, int *n, int64_t *steps,
+static mf_status read_optim(hid_t file, const hid_t *dxpl, const char *path, mf_optim *o, pending *pd, int *n, int64_t *steps,
                             char *msg, size_t msglen)
 {
     hid_t g = H5Lexists(file, "optim", H5P_DEFAULT) > 0 ? H5Gopen2(file, "optim", H5P_DEFAULT) : -1;
@@ -528,8 +605,9 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_t
     if (!sd) return mf_last_status();
     int npd = sd->n, nstates = optim ? optim->n * MFI_OPT_MAX_STATE : 0;
     pending *pd = calloc((size_t)(sd->n + nstates) + 1, sizeof *pd);
-    hid_t fapl = open_fapl(), file = -1, dxpl = H5Pcreate(H5P_DATASET_XFER);
-    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    hid_t fapl = open_fapl(), file = -1, dxpl[2] = {H5Pcreate(H5P_DATASET_XFER), H5Pcreate(H5P_DATASET_XFER)};
+    H5Pset_dxpl_mpio(dxpl[0], H5FD_MPIO_COLLECTIVE);   /* [rows_only(...)] */
+    H5Pset_dxpl_mpio(dxpl[1], H5FD_MPIO_INDEPENDENT);
     if (!pd) st = MF_ERR_NOMEM;
     if (st == MF_OK && fapl >= 0) file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (st == MF_OK && file < 0) {
@@ -586,13 +664,14 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_t
     }
     if (file >= 0) H5Fclose(file);
     if (fapl >= 0) H5Pclose(fapl);
-    H5Pclose(dxpl);
+    H5Pclose(dxpl[0]);
+    H5Pclose(dxpl[1]);
     if (st != MF_OK && msg[0]) mfi_error(st, "mf_ckpt_load: %s", msg);
     st = mf_agree(st);
     /* every check passed everywhere: now overwrite the model */
     for (int i = 0; pd && i < npd; i++) {
         if (st == MF_OK && pd[i].dst && pd[i].buf) {
-            mf_status s = mf_copy_(pd[i].dst, pd[i].buf);
+            mf_status s = adopt(pd[i].dst, pd[i].buf);
             if (s != MF_OK) st = s;
         }
         mf_tensor_destroy(pd[i].buf);

@@ -23,9 +23,10 @@ bool mfi_h5_get_i64(hid_t obj, const char *name, int64_t *v);
 bool mfi_h5_get_str(hid_t obj, const char *name, char *buf, size_t size);
 
 /* The checksum attribute: the sum (mod 2^64) over elements of
- * mix(global row-major index, value bits). Order-free, so each rank adds
- * the share of the block it holds: block [start, start+count) of a
- * tensor of global shape gshape, dense in data, esize bytes an element. */
+ * term(value bits, global row-major index * 0x9e3779b97f4a7c15) (see
+ * h5util.c and doc/checkpoints.md). Order-free, so each rank adds the
+ * share of the block it holds: block [start, start+count) of a tensor of
+ * global shape gshape, dense in data, esize bytes an element. */
 uint64_t mfi_ckpt_checksum(const void *data, size_t esize, int ndim, const int64_t *gshape, const int64_t *start,
                            const int64_t *count);
 
