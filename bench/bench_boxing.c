@@ -14,25 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bench/bench_mpi.h"
 #include "mpiflow.h"
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
-
-static double slowest(double t)
-{
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return t;
-}
 
 enum { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, ALLTOALL, NOPS };
 static const char *names[NOPS] = {"allreduce", "allgather", "reduce-scatter", "all-to-all"};

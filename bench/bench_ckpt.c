@@ -29,28 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "bench/bench_mpi.h"
 #include "mpiflow.h"
 
 #define WIDTH 4096
 #define CALL_BYTES ((size_t)64 << 20)
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
-
-static double slowest(double t)
-{
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return t;
-}
 
 /* Before a timed write: the file it replaces is deleted and nothing is
  * left dirty, so that neither the checkpoint nor write() pays for the
