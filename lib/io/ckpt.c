@@ -249,20 +249,15 @@ static mf_status write_tensor(const writer *w, hid_t group, const char *name, mf
         bool prev = mf_set_grad_enabled(false);
         mf_tensor *r = mfi_redistribute(t, l.p, &b);
         mf_set_grad_enabled(prev);
-        if (!r) {
-            st = mf_last_status();
-            goto out;
-        }
-        src = l.holds ? mfi_contiguous_raw(r->global->local) : NULL;
+        src = r && l.holds ? mfi_contiguous_raw(r->global->local) : NULL;
         mf_tensor_destroy(r);
     } else if (l.holds) {
         src = mfi_contiguous_raw(mfi_local(t));
     }
-    if (l.holds && !src) {
-        st = mf_last_status();
-        goto out;
-    }
-    bool write = l.writes;
+    /* a failure here is this rank's alone (memory): it still takes part
+     * in the collective calls below, with nothing to write */
+    if (l.holds && !src) st = mf_last_status();
+    bool write = l.writes && src;
     uint64_t part = 0, sum = 0;
     hid_t fs = file_space(&l.gm, &l.box, true);
     hid_t dcpl = dataset_props(w, &l);
@@ -287,7 +282,6 @@ static mf_status write_tensor(const writer *w, hid_t group, const char *name, mf
         mfi_h5_set_i64(ds, "checksum", (int64_t)sum);
         H5Dclose(ds);
     }
-out:
     mf_tensor_destroy(src);
     mf_placement_destroy(l.owned);
     return st;
