@@ -1,6 +1,7 @@
 # collectives/: MPI communicators, agreement and (later) collective algorithms.
 noinst_LTLIBRARIES += collectives/libmf_coll.la
 collectives_libmf_coll_la_CPPFLAGS = $(AM_CPPFLAGS) $(HWLOC_CFLAGS)
-collectives_libmf_coll_la_SOURCES = collectives/comm.c collectives/coll.c collectives/topo.c
+collectives_libmf_coll_la_SOURCES = collectives/comm.c collectives/coll.c collectives/topo.c \
+	collectives/coll_util.c collectives/select.c collectives/allreduce_ring.c collectives/allreduce_rhd.c
 libmpiflow_la_LIBADD += collectives/libmf_coll.la
-noinst_HEADERS += collectives/comm.h collectives/coll.h collectives/coll_internal.h
+noinst_HEADERS += collectives/comm.h collectives/coll.h collectives/coll_internal.h collectives/coll_algo.h

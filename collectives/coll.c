@@ -12,24 +12,13 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include "collectives/coll_internal.h"
+#include "collectives/coll_algo.h"
 #include "lib/error.h"
-
-static MPI_Datatype mpi_type(mf_dtype dt)
-{
-    switch (dt) {
-    case MF_F32: return MPI_FLOAT;
-    case MF_F64: return MPI_DOUBLE;
-    case MF_I32: return MPI_INT32_T;
-    case MF_I64: return MPI_INT64_T;
-    default: return MPI_DATATYPE_NULL;
-    }
-}
 
 static mf_status check_comm(const char *what, const mf_comm *c, mf_dtype dt)
 {
     if (!c || c->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "%s: no communicator (is mf_init done?)", what);
-    if (mpi_type(dt) == MPI_DATATYPE_NULL) MF_FAIL(MF_ERR_DTYPE, "%s: unsupported dtype %d", what, (int)dt);
+    if (mfi_mpi_type(dt) == MPI_DATATYPE_NULL) MF_FAIL(MF_ERR_DTYPE, "%s: unsupported dtype %d", what, (int)dt);
     return MF_OK;
 }
 
@@ -100,20 +89,6 @@ void mfi_comm_free(mf_comm *c)
 int mfi_comm_rank_in(const mf_comm *c) { return c ? c->rank : -1; }
 int mfi_comm_size_of(const mf_comm *c) { return c ? c->size : 0; }
 
-mf_status mfi_allreduce(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt)
-{
-    int n = 0;
-    MF_TRY(check_comm("allreduce", c, dt));
-    MF_TRY(to_int("allreduce", count, &n));
-    if (n == 0) return MF_OK;
-    if (c->size == 1) {
-        if (send != recv) memcpy(recv, send, (size_t)n * mf_dtype_size(dt));
-        return MF_OK;
-    }
-    MFI_MPI_TRY(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, mpi_type(dt), MPI_SUM, c->comm));
-    return MF_OK;
-}
-
 mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     MF_TRY(check_comm("reduce-scatter", c, dt));
@@ -125,11 +100,11 @@ mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int
     if (all_equal(c->size, counts)) {   /* MPI's block variant picks better algorithms */
         int n = 0;
         MF_TRY(to_int("reduce-scatter", counts[0], &n));
-        MFI_MPI_TRY(MPI_Reduce_scatter_block(send, recv, n, mpi_type(dt), MPI_SUM, c->comm));
+        MFI_MPI_TRY(MPI_Reduce_scatter_block(send, recv, n, mfi_mpi_type(dt), MPI_SUM, c->comm));
         return MF_OK;
     }
     MF_TRY(int_counts("reduce-scatter", c->size, counts, &cnt, &disp));
-    int rc = MPI_Reduce_scatter(send, recv, cnt, mpi_type(dt), MPI_SUM, c->comm);
+    int rc = MPI_Reduce_scatter(send, recv, cnt, mfi_mpi_type(dt), MPI_SUM, c->comm);
     free(cnt);
     return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Reduce_scatter");
 }
@@ -145,11 +120,11 @@ mf_status mfi_allgather(mf_comm *c, const void *send, void *recv, const int64_t 
     if (all_equal(c->size, counts)) {
         int n = 0;
         MF_TRY(to_int("allgather", counts[0], &n));
-        MFI_MPI_TRY(MPI_Allgather(send, n, mpi_type(dt), recv, n, mpi_type(dt), c->comm));
+        MFI_MPI_TRY(MPI_Allgather(send, n, mfi_mpi_type(dt), recv, n, mfi_mpi_type(dt), c->comm));
         return MF_OK;
     }
     MF_TRY(int_counts("allgather", c->size, counts, &cnt, &disp));
-    int rc = MPI_Allgatherv(send, cnt[c->rank], mpi_type(dt), recv, cnt, disp, mpi_type(dt), c->comm);
+    int rc = MPI_Allgatherv(send, cnt[c->rank], mfi_mpi_type(dt), recv, cnt, disp, mfi_mpi_type(dt), c->comm);
     free(cnt);
     return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Allgatherv");
 }
@@ -161,7 +136,7 @@ mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, voi
     if (all_equal(c->size, scounts) && all_equal(c->size, rcounts) && scounts[0] == rcounts[0]) {
         int n = 0;
         MF_TRY(to_int("all-to-all", scounts[0], &n));
-        MFI_MPI_TRY(MPI_Alltoall(send, n, mpi_type(dt), recv, n, mpi_type(dt), c->comm));
+        MFI_MPI_TRY(MPI_Alltoall(send, n, mfi_mpi_type(dt), recv, n, mfi_mpi_type(dt), c->comm));
         return MF_OK;
     }
     int *sc, *sd, *rc_, *rd;
@@ -171,7 +146,7 @@ mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, voi
         free(sc);
         return st;
     }
-    int rc = MPI_Alltoallv(send, sc, sd, mpi_type(dt), recv, rc_, rd, mpi_type(dt), c->comm);
+    int rc = MPI_Alltoallv(send, sc, sd, mfi_mpi_type(dt), recv, rc_, rd, mfi_mpi_type(dt), c->comm);
     free(sc);
     free(rc_);
     return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Alltoallv");
@@ -183,7 +158,7 @@ mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root)
     MF_TRY(check_comm("broadcast", c, dt));
     MF_TRY(to_int("broadcast", count, &n));
     if (c->size == 1 || n == 0) return MF_OK;
-    MFI_MPI_TRY(MPI_Bcast(buf, n, mpi_type(dt), root, c->comm));
+    MFI_MPI_TRY(MPI_Bcast(buf, n, mfi_mpi_type(dt), root, c->comm));
     return MF_OK;
 }
 
@@ -204,13 +179,13 @@ mf_status mfi_exchange(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2
     for (int i = 0; i < nrecv && st == MF_OK; i++) {
         int n = 0;
         st = to_int("exchange", recvs[i].count, &n);
-        if (st == MF_OK) rc = MPI_Irecv(recvs[i].buf, n, mpi_type(dt), recvs[i].peer, 7, c->comm, &req[nr++]);
+        if (st == MF_OK) rc = MPI_Irecv(recvs[i].buf, n, mfi_mpi_type(dt), recvs[i].peer, 7, c->comm, &req[nr++]);
         if (rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Irecv");
     }
     for (int i = 0; i < nsend && st == MF_OK; i++) {
         int n = 0;
         st = to_int("exchange", sends[i].count, &n);
-        if (st == MF_OK) rc = MPI_Isend(sends[i].buf, n, mpi_type(dt), sends[i].peer, 7, c->comm, &req[nr++]);
+        if (st == MF_OK) rc = MPI_Isend(sends[i].buf, n, mfi_mpi_type(dt), sends[i].peer, 7, c->comm, &req[nr++]);
         if (rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Isend");
     }
     rc = MPI_Waitall(nr, req, sts);

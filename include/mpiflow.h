@@ -19,5 +19,6 @@
 #include "mpiflow/data.h"
 #include "mpiflow/models.h"
 #include "mpiflow/ckpt.h"
+#include "mpiflow/coll.h"
 
 #endif

@@ -21,4 +21,4 @@ noinst_HEADERS += lib/internal.h lib/error.h lib/alloc.h lib/backend.h lib/rng.h
 mpiflowinc_HEADERS += include/mpiflow/status.h include/mpiflow/runtime.h include/mpiflow/tensor.h \
 	include/mpiflow/ops.h include/mpiflow/autograd.h include/mpiflow/nn.h include/mpiflow/optim.h \
 	include/mpiflow/data.h include/mpiflow/models.h \
-	include/mpiflow/global.h include/mpiflow/ckpt.h
+	include/mpiflow/global.h include/mpiflow/ckpt.h include/mpiflow/coll.h

@@ -5,7 +5,7 @@ TEST_SUITES = \
 	tests/test_tensor tests/test_elementwise tests/test_matmul tests/test_reduce \
 	tests/test_shape tests/test_softmax tests/test_conv \
 	tests/test_norm tests/test_loss tests/test_autograd tests/test_optim \
-	tests/test_nn tests/test_data tests/test_runtime tests/test_global tests/test_global_ops
+	tests/test_nn tests/test_data tests/test_runtime tests/test_global tests/test_global_ops tests/test_coll
 check_PROGRAMS += $(TEST_SUITES)
 check_LTLIBRARIES = tests/libmftest.la
 tests_libmftest_la_SOURCES = tests/test_util.c tests/test_util.h
@@ -15,7 +15,7 @@ LDADD = tests/libmftest.la libmpiflow.la $(CHECK_LIBS) $(ZLIB_LIBS) -lm
 AM_CFLAGS += $(CHECK_CFLAGS)
 
 SHELL_TESTS = tests/layering.sh tests/app_errors.sh tests/determinism.sh tests/train_mlp.sh \
-	tests/train_lenet.sh tests/install.sh tests/global.sh tests/parallel_parity.sh tests/ckpt.sh tests/ckpt_app.sh
+	tests/train_lenet.sh tests/install.sh tests/global.sh tests/parallel_parity.sh tests/ckpt.sh tests/ckpt_app.sh tests/coll.sh
 TESTS += $(TEST_SUITES) $(SHELL_TESTS)
 TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(top_srcdir)/tests/mpirun.sh

@@ -1,0 +1,74 @@
+/*
+ * collectives/coll_util.c - what the algorithms share: the sum kernel,
+ * balanced blocks, the MPI type of a dtype, a checked MPI_Sendrecv, and
+ * the MPI library's own allreduce as one more algorithm.
+ */
+#include <limits.h>
+#include "collectives/coll_algo.h"
+#include "lib/error.h"
+
+MPI_Datatype mfi_mpi_type(mf_dtype dt)
+{
+    switch (dt) {
+    case MF_F32: return MPI_FLOAT;
+    case MF_F64: return MPI_DOUBLE;
+    case MF_I32: return MPI_INT32_T;
+    case MF_I64: return MPI_INT64_T;
+    default: return MPI_DATATYPE_NULL;
+    }
+}
+
+void mfi_sum_into(void *dst, const void *src, int64_t n, mf_dtype dt)
+{
+    switch (dt) {
+    case MF_F32: {
+        float *d = dst;
+        const float *s = src;
+        for (int64_t i = 0; i < n; i++) d[i] += s[i];
+        break;
+    }
+    case MF_F64: {
+        double *d = dst;
+        const double *s = src;
+        for (int64_t i = 0; i < n; i++) d[i] += s[i];
+        break;
+    }
+    case MF_I32: {
+        int32_t *d = dst;
+        const int32_t *s = src;
+        for (int64_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)d[i] + (uint32_t)s[i]);
+        break;
+    }
+    default: {
+        int64_t *d = dst;
+        const int64_t *s = src;
+        for (int64_t i = 0; i < n; i++) d[i] = (int64_t)((uint64_t)d[i] + (uint64_t)s[i]);
+        break;
+    }
+    }
+}
+
+void mfi_block(int64_t count, int n, int k, int64_t *off, int64_t *len)
+{
+    int64_t q = count / n, r = count % n;
+    *len = q + (k < r);
+    *off = k * q + (k < r ? k : r);
+}
+
+mf_status mfi_sendrecv(mf_comm *c, const void *sbuf, int64_t scount, int dest, void *rbuf, int64_t rcount, int src,
+                       mf_dtype dt)
+{
+    if (scount > INT_MAX || rcount > INT_MAX)
+        MF_FAIL(MF_ERR_ARG, "collective: a block of %lld elements does not fit MPI's int",
+                (long long)(scount > rcount ? scount : rcount));
+    MFI_MPI_TRY(MPI_Sendrecv(sbuf, (int)scount, mfi_mpi_type(dt), dest, 77, rbuf, (int)rcount, mfi_mpi_type(dt), src,
+                             77, c->comm, MPI_STATUS_IGNORE));
+    return MF_OK;
+}
+
+mf_status mfi_allreduce_mpi(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
+{
+    if (count > INT_MAX) MF_FAIL(MF_ERR_ARG, "allreduce: count %lld does not fit MPI's int", (long long)count);
+    MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mfi_mpi_type(dt), MPI_SUM, c->comm));
+    return MF_OK;
+}
