@@ -6,3 +6,6 @@ noinst_HEADERS += apps/train_opts.h apps/parallel.h
 bin_PROGRAMS += mpiflow-ckpt
 mpiflow_ckpt_SOURCES = apps/ckpt_tool.c
 mpiflow_ckpt_LDADD = libmpiflow.la -lm
+bin_PROGRAMS += mpiflow-bench
+mpiflow_bench_SOURCES = apps/bench_tool.c
+mpiflow_bench_LDADD = libmpiflow.la

@@ -42,13 +42,17 @@ static mf_coll_algo forced(void)
     return (mf_coll_algo)cached;
 }
 
+/* The table, from mpiflow-bench allreduce on this machine type
+ * (doc/performance.md): on 2 ranks the ring moves 64 KiB - 16 MiB at
+ * 1.4-2.8x MPICH's busbw, and halving-doubling matches or beats MPICH
+ * below that; with more ranks than cores every extra step costs a
+ * scheduler slice, so the fewest steps (rhd, log2 n) win. */
 mf_coll_algo mfi_allreduce_choose(const mf_comm *c, int64_t bytes)
 {
     mf_coll_algo f = forced();
     if (f != MF_COLL_AUTO) return f;
-    (void)c;
-    (void)bytes;
-    return MF_COLL_MPI;   /* until the table is measured (issue 5) */
+    if (c->size == 2 && bytes >= (64 << 10)) return MF_COLL_RING;
+    return MF_COLL_RHD;
 }
 
 /* in place on buf, by algorithm a (not AUTO) */

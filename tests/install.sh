@@ -11,7 +11,7 @@ root="$dest$prefix"
 libdir=$(PKG_CONFIG_PATH="$root/lib/pkgconfig" pkg-config --define-variable=prefix="$root" --variable=libdir mpiflow)
 for f in "$root/include/mpiflow.h" "$root/include/mpiflow/tensor.h" "$root/include/mpiflow/models.h" \
          "$root/include/mpiflow/global.h" \
-         "$libdir/libmpiflow.so" "$libdir/libmpiflow.a" "$libdir/pkgconfig/mpiflow.pc" "$root/bin/mpiflow-train" "$root/bin/mpiflow-ckpt"; do
+         "$libdir/libmpiflow.so" "$libdir/libmpiflow.a" "$libdir/pkgconfig/mpiflow.pc" "$root/bin/mpiflow-train" "$root/bin/mpiflow-ckpt" "$root/bin/mpiflow-bench"; do
     [ -e "$f" ] || fail "not installed: $f"
 done
 cflags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --define-variable=prefix="$root" --cflags mpiflow)
