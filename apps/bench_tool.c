@@ -19,7 +19,10 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: mpiexec -n N mpiflow-bench allreduce [--min-kb K] [--max-mb M] [--reps R]\n"
-                 "Times each collective algorithm against the MPI library's own call, in one run.\n"
+                 "       mpiexec -n N mpiflow-bench topo\n"
+                 "Times each collective algorithm against the MPI library's own call, in one run;\n"
+                 "topo prints what each rank sees: its node and local rank (MF_RANKS_PER_NODE=k\n"
+                 "emulates nodes of k ranks), the machine as hwloc sees it, and its binding.\n"
                  "  allreduce       sum of float32 buffers over all ranks (mpi, ring, rhd)\n"
                  "  --min-kb K      smallest message in KiB (default 4)\n"
                  "  --max-mb M      largest message in MiB (default 256)\n"
@@ -49,12 +52,34 @@ static double one(float *buf, int64_t count, mf_coll_algo a)
     return t[0] / mf_world_size();
 }
 
+/* every rank's topology line, in rank order */
+static int topo(int argc, char **argv)
+{
+    if (mf_init(&argc, &argv) != MF_OK) {
+        fprintf(stderr, "mpiflow-bench: error: %s\n", mf_last_error());
+        return 1;
+    }
+    char line[1024];
+    mf_topology_str(line, sizeof line);
+    for (int r = 0; r < mf_world_size(); r++) {
+        if (r == mf_rank()) {
+            printf("%s\n", line);
+            fflush(stdout);
+        }
+        double d = 0;
+        mf_allreduce(&d, 1, MF_F64, MF_COLL_MPI);   /* a barrier */
+    }
+    mf_finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "topo")) return topo(argc, argv);
     if (strcmp(argv[1], "allreduce")) {
         fprintf(stderr, "mpiflow-bench: error: unknown benchmark '%s' (see --help)\n", argv[1]);
         return 2;

@@ -5,6 +5,7 @@
  * MPI_Bcast of the message when some rank failed.
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <mpi.h>
@@ -13,8 +14,11 @@
 #include "lib/error.h"
 
 static MPI_Comm world = MPI_COMM_NULL;
-static MPI_Comm node = MPI_COMM_NULL;
+static MPI_Comm node = MPI_COMM_NULL;    /* the ranks sharing memory (MPI_Comm_split_type) */
+static MPI_Comm tnode = MPI_COMM_NULL;   /* the ranks of this topology node (emulated or not) */
+static MPI_Comm peers = MPI_COMM_NULL;   /* one rank per node: those with this local rank */
 static int world_rank, world_size = 1, node_rank, node_size = 1;
+static int tnode_id, tnode_count = 1, tnode_rank, tnode_size = 1, emulated;
 
 static mf_comm world_comm = {MPI_COMM_NULL, 0, 1, false};
 
@@ -49,6 +53,37 @@ mf_status mfi_mpi_finalize(void)
     return MF_OK;
 }
 
+/* The topology nodes: MF_RANKS_PER_NODE=k makes ranks k*i .. k*i+k-1 a
+ * node; otherwise the shared-memory nodes, numbered by their first rank's
+ * order. Then the node and peer communicators the hierarchical
+ * algorithms use. */
+static mf_status topology_setup(void)
+{
+    const char *e = getenv("MF_RANKS_PER_NODE");
+    long k = e && *e ? strtol(e, NULL, 10) : 0;
+    if (k > 0) {
+        emulated = (int)k;
+        tnode_id = world_rank / (int)k;
+    } else {
+        int first = world_rank;   /* the node's lowest world rank names it */
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, node));
+        int is_first = first == world_rank, before = 0;
+        MPI_TRY(MPI_Exscan(&is_first, &before, 1, MPI_INT, MPI_SUM, world));
+        if (world_rank == 0) before = 0;
+        tnode_id = is_first ? before : -1;   /* node-first ranks before this one */
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &tnode_id, 1, MPI_INT, MPI_MAX, node));
+    }
+    MPI_TRY(MPI_Comm_split(world, tnode_id, world_rank, &tnode));
+    MPI_TRY(MPI_Comm_set_errhandler(tnode, MPI_ERRORS_RETURN));
+    MPI_TRY(MPI_Comm_rank(tnode, &tnode_rank));
+    MPI_TRY(MPI_Comm_size(tnode, &tnode_size));
+    MPI_TRY(MPI_Comm_split(world, tnode_rank, world_rank, &peers));
+    MPI_TRY(MPI_Comm_set_errhandler(peers, MPI_ERRORS_RETURN));
+    tnode_count = tnode_id + 1;
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &tnode_count, 1, MPI_INT, MPI_MAX, world));
+    return MF_OK;
+}
+
 mf_status mfi_comm_world_setup(void)
 {
     if (world != MPI_COMM_NULL) return MF_OK;
@@ -61,7 +96,7 @@ mf_status mfi_comm_world_setup(void)
     MPI_TRY(MPI_Comm_rank(node, &node_rank));
     MPI_TRY(MPI_Comm_size(node, &node_size));
     world_comm = (mf_comm){world, world_rank, world_size, false};
-    return MF_OK;
+    return topology_setup();
 }
 
 mf_comm *mfi_comm_world(void) { return &world_comm; }
@@ -81,17 +116,23 @@ void mfi_comm_barrier(void)
 
 void mfi_comm_world_teardown(void)
 {
+    if (peers != MPI_COMM_NULL) MPI_Comm_free(&peers);
+    if (tnode != MPI_COMM_NULL) MPI_Comm_free(&tnode);
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
     world_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false};
-    world_rank = node_rank = 0;
-    world_size = node_size = 1;
+    world_rank = node_rank = tnode_id = tnode_rank = emulated = 0;
+    world_size = node_size = tnode_count = tnode_size = 1;
 }
 
 int mfi_comm_rank(void) { return world_rank; }
 int mfi_comm_size(void) { return world_size; }
-int mfi_comm_node_rank(void) { return node_rank; }
-int mfi_comm_node_size(void) { return node_size; }
+int mfi_comm_node_rank(void) { return tnode_rank; }
+int mfi_comm_node_size(void) { return tnode_size; }
+int mfi_comm_node_id(void) { return tnode_id; }
+int mfi_comm_node_count(void) { return tnode_count; }
+int mfi_comm_node_emulated(void) { return emulated; }
+int mfi_comm_shared_size(void) { return node_size; }
 
 mf_status mfi_comm_agree(mf_status local, const char *msg)
 {

@@ -24,8 +24,15 @@ void mfi_comm_world_teardown(void);
 
 int mfi_comm_rank(void);        /* 0 before setup */
 int mfi_comm_size(void);        /* 1 before setup */
+/* The topology node of this rank: a shared-memory node, or an emulated
+ * one of MF_RANKS_PER_NODE ranks. */
 int mfi_comm_node_rank(void);
 int mfi_comm_node_size(void);
+int mfi_comm_node_id(void);
+int mfi_comm_node_count(void);
+int mfi_comm_node_emulated(void);   /* MF_RANKS_PER_NODE, or 0 */
+/* Ranks that really share this machine's memory (for thread counts). */
+int mfi_comm_shared_size(void);
 
 /* Collective agreement on a failure (see mf_agree). msg is this rank's
  * message; on return the agreed message is recorded for mf_last_error. */
@@ -43,5 +50,7 @@ mf_status mfi_comm_allreduce_sum_f64(double *v, int n);
 /* Cores this process may run on (its binding), from hwloc; *total gets
  * the cores of the machine. */
 int mfi_topo_cores(int *total);
+/* "machine: 1 package, 1 NUMA node, 2 cores, 2 PUs, 0 GPUs; bound to PUs 0-1" */
+void mfi_topo_describe(char *buf, size_t size);
 
 #endif

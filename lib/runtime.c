@@ -19,7 +19,7 @@ static int default_threads(void)
     /* A rank bound to a subset of the cores (by Slurm or mpiexec) uses
      * that subset; an unbound rank shares the node with its peers. */
     if (usable < total) return usable > 0 ? usable : 1;
-    int per = total / (mfi_comm_node_size() > 0 ? mfi_comm_node_size() : 1);
+    int per = total / (mfi_comm_shared_size() > 0 ? mfi_comm_shared_size() : 1);
     return per > 0 ? per : 1;
 }
 
@@ -68,6 +68,20 @@ int mf_rank(void) { return mfi_comm_rank(); }
 int mf_world_size(void) { return mfi_comm_size(); }
 int mf_local_rank(void) { return mfi_comm_node_rank(); }
 int mf_local_size(void) { return mfi_comm_node_size(); }
+int mf_node_id(void) { return mfi_comm_node_id(); }
+int mf_node_count(void) { return mfi_comm_node_count(); }
+
+const char *mf_topology_str(char *buf, size_t size)
+{
+    char machine[512];
+    mfi_topo_describe(machine, sizeof machine);
+    int k = mfi_comm_node_emulated();
+    char emu[64] = "";
+    if (k) snprintf(emu, sizeof emu, " (emulated, MF_RANKS_PER_NODE=%d)", k);
+    snprintf(buf, size, "rank %d of %d: node %d of %d%s, local rank %d of %d; %s", mf_rank(), mf_world_size(),
+             mf_node_id(), mf_node_count(), emu, mf_local_rank(), mf_local_size(), machine);
+    return buf;
+}
 
 mf_status mf_set_threads(int n)
 {

@@ -21,4 +21,16 @@ done
 for algo in ring rhd; do
     suite 3 test_global MF_ALLREDUCE_ALGO=$algo
 done
-echo "collectives: every algorithm on 1-4 ranks; boxing through ring and rhd"
+# topology: 4 ranks as 2 emulated nodes of 2, and 3 ranks as nodes of 2 and 1
+"$MPIEXEC" -n 4 -genv MF_RANKS_PER_NODE 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1 ||
+    fail "mpiflow-bench topo: exit $?"
+cat "$TMPDIR_TEST/topo"
+grep -q "^rank 3 of 4: node 1 of 2 (emulated, MF_RANKS_PER_NODE=2), local rank 1 of 2; machine: .* core(s)" \
+    "$TMPDIR_TEST/topo" || fail "topo: rank 3 is not local rank 1 of node 1"
+[ "$(grep -c "node 0 of 2" "$TMPDIR_TEST/topo")" -eq 2 ] || fail "topo: node 0 should have 2 ranks"
+"$MPIEXEC" -n 3 -genv MF_RANKS_PER_NODE 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1
+grep -q "^rank 2 of 3: node 1 of 2 (emulated, MF_RANKS_PER_NODE=2), local rank 0 of 1" "$TMPDIR_TEST/topo" ||
+    { cat "$TMPDIR_TEST/topo"; fail "topo: uneven emulated nodes"; }
+"$MPIEXEC" -n 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1
+grep -q "^rank 1 of 2: node 0 of 1, local rank 1 of 2" "$TMPDIR_TEST/topo" || fail "topo: one real node"
+echo "collectives: every algorithm on 1-4 ranks; boxing through ring and rhd; emulated nodes"
