@@ -44,6 +44,10 @@ mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, voi
                        const int64_t *rcounts, mf_dtype dt);
 mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root);
 
+/* Block k of count elements cut into n balanced blocks (the first
+ * count % n blocks one longer): the split of S(axis) and of the ring. */
+void mfi_block(int64_t count, int n, int k, int64_t *off, int64_t *len);
+
 /* One point-to-point transfer of the general (hyperslab) path. */
 typedef struct mfi_p2p {
     int peer;            /* rank in the communicator */

@@ -21,8 +21,6 @@ mf_coll_algo mfi_allreduce_choose(const mf_comm *c, int64_t bytes);
 
 /* dst[i] += src[i] */
 void mfi_sum_into(void *dst, const void *src, int64_t n, mf_dtype dt);
-/* Block k of count elements cut into n balanced blocks. */
-void mfi_block(int64_t count, int n, int k, int64_t *off, int64_t *len);
 MPI_Datatype mfi_mpi_type(mf_dtype dt);
 /* One MPI_Sendrecv of byte ranges (counts checked against MPI's int). */
 mf_status mfi_sendrecv(mf_comm *c, const void *sbuf, int64_t scount, int dest, void *rbuf, int64_t rcount, int src,

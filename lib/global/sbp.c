@@ -8,9 +8,7 @@
 
 void mfi_split(int64_t L, int n, int k, int64_t *start, int64_t *len)
 {
-    int64_t q = L / n, r = L % n;
-    *len = q + (k < r);
-    *start = k * q + (k < r ? k : r);
+    mfi_block(L, n, k, start, len);   /* the collectives' balanced blocks */
 }
 
 void mfi_region(const mfi_meta *gm, const mf_nd_sbp *s, const mf_placement *p, const int *coord, mfi_box *b)
