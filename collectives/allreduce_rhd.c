@@ -36,7 +36,7 @@ mf_status mfi_allreduce_rhd(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
     while (2 * p <= n) p *= 2;
     int rem = n - p;
     size_t es = mf_dtype_size(dt);
-    char *b = buf, *tmp = malloc((size_t)count * es + 1);
+    char *b = buf, *tmp = mfi_comm_scratch(c, (size_t)count * es + 1);
     if (!tmp) MF_FAIL(MF_ERR_NOMEM, "allreduce (rhd): out of memory for %lld elements", (long long)count);
     mf_status st = MF_OK;
     int v = -1;   /* rank among the p that take part, -1 for those that sit out */
@@ -80,6 +80,5 @@ mf_status mfi_allreduce_rhd(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
         if (r % 2 == 0) st = mfi_sendrecv(c, NULL, 0, MPI_PROC_NULL, b, count, r + 1, dt);
         else st = mfi_sendrecv(c, b, count, r - 1, NULL, 0, MPI_PROC_NULL, dt);
     }
-    free(tmp);
     return st;
 }

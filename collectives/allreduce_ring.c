@@ -17,7 +17,7 @@ mf_status mfi_allreduce_ring(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
     size_t es = mf_dtype_size(dt);
     int64_t off, maxlen;
     mfi_block(count, n, 0, &off, &maxlen);   /* block 0 is the largest */
-    char *b = buf, *tmp = malloc((size_t)maxlen * es + 1);
+    char *b = buf, *tmp = mfi_comm_scratch(c, (size_t)maxlen * es + 1);
     if (!tmp) MF_FAIL(MF_ERR_NOMEM, "allreduce (ring): out of memory for %lld elements", (long long)maxlen);
     mf_status st = MF_OK;
     /* reduce-scatter: after step s, block (r - s - 1) holds s + 2 ranks' sum */
@@ -35,6 +35,5 @@ mf_status mfi_allreduce_ring(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
         mfi_block(count, n, (r - s + n) % n, &ro, &rl);
         st = mfi_sendrecv(c, b + so * es, sl, right, b + ro * es, rl, left, dt);
     }
-    free(tmp);
     return st;
 }

@@ -6,8 +6,8 @@
  *
  * Cost models (alpha-beta, n ranks, m bytes), as MPICH's defaults reach
  * them on one node: allreduce 2(n-1)/n m, reduce-scatter and allgather
- * (n-1)/n m, all-to-all (n-1)/n m. Issue 5 adds ring, halving-doubling
- * and hierarchical variants behind these signatures.
+ * (n-1)/n m, all-to-all (n-1)/n m. The reduce-scatter and allgather
+ * here are the "mpi" algorithms of collectives/select.c.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -80,6 +80,7 @@ mf_status mfi_comm_split(mf_comm *parent, int color, int key, mf_comm **out)
 void mfi_comm_free(mf_comm *c)
 {
     if (!c || !c->owned) return;
+    mfi_comm_extras_free(c);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
@@ -89,13 +90,8 @@ void mfi_comm_free(mf_comm *c)
 int mfi_comm_rank_in(const mf_comm *c) { return c ? c->rank : -1; }
 int mfi_comm_size_of(const mf_comm *c) { return c ? c->size : 0; }
 
-mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_reduce_scatter_mpi(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
-    MF_TRY(check_comm("reduce-scatter", c, dt));
-    if (c->size == 1) {
-        if (send != recv) memcpy(recv, send, (size_t)counts[0] * mf_dtype_size(dt));
-        return MF_OK;
-    }
     int *cnt, *disp;
     if (all_equal(c->size, counts)) {   /* MPI's block variant picks better algorithms */
         int n = 0;
@@ -109,13 +105,8 @@ mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int
     return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Reduce_scatter");
 }
 
-mf_status mfi_allgather(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_allgather_mpi(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
-    MF_TRY(check_comm("allgather", c, dt));
-    if (c->size == 1) {
-        if (send != recv) memcpy(recv, send, (size_t)counts[0] * mf_dtype_size(dt));
-        return MF_OK;
-    }
     int *cnt, *disp;
     if (all_equal(c->size, counts)) {
         int n = 0;

@@ -8,15 +8,16 @@
  * split of the world duplicate, so it inherits MPI_ERRORS_RETURN and an
  * MPI failure comes back as MF_ERR_MPI.
  *
- * Counts are in elements of dtype. Reductions are sums. All calls are
- * blocking; issue-5 algorithms and non-blocking requests slot in behind
- * the same signatures.
+ * Counts are in elements of dtype. Reductions are sums. The blocking
+ * calls choose an algorithm in collectives/select.c; each has a
+ * non-blocking request form run by a progress thread (request.c).
  */
 #ifndef MPIFLOW_COLLECTIVES_COLL_H
 #define MPIFLOW_COLLECTIVES_COLL_H
 
 #include <stdint.h>
 #include "mpiflow/status.h"
+#include "mpiflow/coll.h"
 #include "mpiflow/tensor.h"
 
 typedef struct mf_comm mf_comm;
@@ -43,6 +44,23 @@ mf_status mfi_allgather(mf_comm *c, const void *send, void *recv, const int64_t 
 mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, void *recv,
                        const int64_t *rcounts, mf_dtype dt);
 mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root);
+
+/* Non-blocking versions (request.c): the call returns once the request
+ * is queued; buffers must stay untouched until mfi_wait, which frees the
+ * request and returns its status (mf_last_error holds its message).
+ * Every rank must start the same requests in the same order. */
+typedef struct mf_request mfi_request;
+mf_status mfi_iallreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo, mfi_request **out);
+mf_status mfi_ireduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
+                              mfi_request **out);
+mf_status mfi_iallgather(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
+                         mfi_request **out);
+bool mfi_test(mfi_request *r);
+mf_status mfi_wait(mfi_request *r);
+/* mfi_wait, and when the collective ran (MPI_Wtime, for traces). */
+mf_status mfi_wait_times(mfi_request *r, double *t_start, double *t_end);
+/* Finishes queued requests and stops the progress thread (mf_finalize). */
+void mfi_request_shutdown(void);
 
 /* Block k of count elements cut into n balanced blocks (the first
  * count % n blocks one longer): the split of S(axis) and of the ring. */

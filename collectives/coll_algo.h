@@ -14,10 +14,35 @@
 mf_status mfi_allreduce_mpi(mf_comm *c, void *buf, int64_t count, mf_dtype dt);
 mf_status mfi_allreduce_ring(mf_comm *c, void *buf, int64_t count, mf_dtype dt);
 mf_status mfi_allreduce_rhd(mf_comm *c, void *buf, int64_t count, mf_dtype dt);
+mf_status mfi_allreduce_hier(mf_comm *c, void *buf, int64_t count, mf_dtype dt);
+/* The fastest non-hierarchical algorithm for the size (select.c): the
+ * step between nodes of the hierarchical ones. */
+mf_status mfi_allreduce_flat(mf_comm *c, void *buf, int64_t count, mf_dtype dt);
 
-/* The algorithm for an allreduce of `bytes` on c: MF_ALLREDUCE_ALGO when
- * set, else the selection table. */
-mf_coll_algo mfi_allreduce_choose(const mf_comm *c, int64_t bytes);
+/* Reduce-scatter and allgather (c->size > 1), counts as in coll.h. */
+mf_status mfi_reduce_scatter_mpi(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+mf_status mfi_reduce_scatter_ring(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+mf_status mfi_reduce_scatter_hier(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+mf_status mfi_reduce_scatter_flat(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+mf_status mfi_allgather_mpi(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+mf_status mfi_allgather_ring(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+mf_status mfi_allgather_hier(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+mf_status mfi_allgather_flat(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+
+/* The collectives that have a choice of algorithm. */
+typedef enum mfi_coll_op { MFI_ALLREDUCE, MFI_REDUCE_SCATTER, MFI_ALLGATHER, MFI_COLL_OPS } mfi_coll_op;
+/* The algorithm for op on c moving `bytes` (the whole buffer): the
+ * op's MF_*_ALGO variable when set, else the selection table. */
+mf_status mfi_coll_choose(mfi_coll_op op, mf_comm *c, int64_t bytes, mf_coll_algo *out);
+/* The checked calls behind every entry point: algorithm a (AUTO: the
+ * selection) for an allreduce from send into recv, or for op (reduce-
+ * scatter or allgather) with counts[r] elements per rank. */
+mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a);
+mf_status mfi_pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts,
+                          mf_dtype dt, mf_coll_algo a);
+/* Queues op as a request (request.c); counts are copied. */
+mf_status mfi_ipieces(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
+                      mf_coll_algo algo, mfi_request **out);
 
 /* dst[i] += src[i] */
 void mfi_sum_into(void *dst, const void *src, int64_t n, mf_dtype dt);

@@ -8,11 +8,25 @@
 #include <mpi.h>
 #include "collectives/coll.h"
 
+typedef struct mfi_hier mfi_hier;
+
 struct mf_comm {
     MPI_Comm comm;
     int rank, size;
     bool owned;          /* freed by mfi_comm_free */
+    mfi_hier *hier;      /* node and peer split, shared window (hier.c); lazily */
+    struct mf_comm *twin;   /* duplicate for non-blocking requests (request.c); lazily */
+    void *scratch;       /* the algorithms' temporary buffer (mfi_comm_scratch) */
+    size_t scratch_bytes;
 };
+
+/* A buffer of at least bytes owned by c, kept between calls so that
+ * large collectives do not fault in fresh pages every time; NULL when
+ * out of memory. One user at a time: calls on c are serialised. */
+void *mfi_comm_scratch(mf_comm *c, size_t bytes);
+
+/* Frees what the communicator grew lazily (hier, twin); not c itself. */
+void mfi_comm_extras_free(mf_comm *c);
 
 /* "what failed: <MPI's message>" as MF_ERR_MPI. */
 mf_status mfi_mpi_fail(int rc, const char *what);

@@ -4,6 +4,7 @@
  * the MPI library's own allreduce as one more algorithm.
  */
 #include <limits.h>
+#include <stdlib.h>
 #include "collectives/coll_algo.h"
 #include "lib/error.h"
 
@@ -71,4 +72,13 @@ mf_status mfi_allreduce_mpi(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
     if (count > INT_MAX) MF_FAIL(MF_ERR_ARG, "allreduce: count %lld does not fit MPI's int", (long long)count);
     MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mfi_mpi_type(dt), MPI_SUM, c->comm));
     return MF_OK;
+}
+
+void *mfi_comm_scratch(mf_comm *c, size_t bytes)
+{
+    if (bytes <= c->scratch_bytes) return c->scratch;
+    free(c->scratch);
+    c->scratch = malloc(bytes);
+    c->scratch_bytes = c->scratch ? bytes : 0;
+    return c->scratch;
 }

@@ -20,7 +20,7 @@ static MPI_Comm peers = MPI_COMM_NULL;   /* one rank per node: those with this l
 static int world_rank, world_size = 1, node_rank, node_size = 1;
 static int tnode_id, tnode_count = 1, tnode_rank, tnode_size = 1, emulated;
 
-static mf_comm world_comm = {MPI_COMM_NULL, 0, 1, false};
+static mf_comm world_comm = {MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
 
 mf_status mfi_mpi_fail(int rc, const char *what)
 {
@@ -41,7 +41,7 @@ mf_status mfi_mpi_init(int *argc, char ***argv, bool *started)
     MPI_Initialized(&inited);
     if (inited) return MF_OK;
     int provided;
-    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) return mfi_mpi_fail(rc, "MPI_Init_thread");
     *started = true;
     return MF_OK;
@@ -95,7 +95,7 @@ mf_status mfi_comm_world_setup(void)
     MPI_TRY(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN));
     MPI_TRY(MPI_Comm_rank(node, &node_rank));
     MPI_TRY(MPI_Comm_size(node, &node_size));
-    world_comm = (mf_comm){world, world_rank, world_size, false};
+    world_comm = (mf_comm){world, world_rank, world_size, false, NULL, NULL, NULL, 0};
     return topology_setup();
 }
 
@@ -116,11 +116,13 @@ void mfi_comm_barrier(void)
 
 void mfi_comm_world_teardown(void)
 {
+    mfi_request_shutdown();
+    mfi_comm_extras_free(&world_comm);
     if (peers != MPI_COMM_NULL) MPI_Comm_free(&peers);
     if (tnode != MPI_COMM_NULL) MPI_Comm_free(&tnode);
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
-    world_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false};
+    world_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
     world_rank = node_rank = tnode_id = tnode_rank = emulated = 0;
     world_size = node_size = tnode_count = tnode_size = 1;
 }

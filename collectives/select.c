@@ -1,18 +1,24 @@
 /*
  * collectives/select.c - which algorithm runs each collective: the one
- * place that decides (STYLE.md), plus the public mf_allreduce.
+ * place that decides (STYLE.md), and the entry points that dispatch.
  *
- * MF_ALLREDUCE_ALGO=mpi|ring|rhd forces one for every allreduce. Without
- * it, the table below decides by message size; it follows the
- * measurements in doc/performance.md (bench: mpiflow-bench allreduce).
+ * MF_ALLREDUCE_ALGO, MF_REDUCE_SCATTER_ALGO and MF_ALLGATHER_ALGO force
+ * an algorithm for every call of their collective. Without them the
+ * table below decides by collective, rank count, whether the ranks span
+ * several nodes, and message size; it follows the measurements in
+ * doc/performance.md (mpiflow-bench allreduce|reduce_scatter|allgather).
  */
 #include <stdlib.h>
 #include <string.h>
 #include "collectives/coll_algo.h"
+#include "collectives/coll_hier.h"
 #include "collectives/comm.h"
 #include "lib/error.h"
 
-static const char *const names[MF_COLL_ALGO_COUNT] = {"auto", "mpi", "ring", "rhd"};
+static const char *const names[MF_COLL_ALGO_COUNT] = {"auto", "mpi", "ring", "rhd", "hier"};
+static const char *const op_names[MFI_COLL_OPS] = {"allreduce", "reduce-scatter", "allgather"};
+static const char *const env_names[MFI_COLL_OPS] = {"MF_ALLREDUCE_ALGO", "MF_REDUCE_SCATTER_ALGO",
+                                                    "MF_ALLGATHER_ALGO"};
 
 const char *mf_coll_algo_name(mf_coll_algo a)
 {
@@ -26,64 +32,276 @@ mf_status mf_coll_algo_parse(const char *name, mf_coll_algo *out)
             *out = (mf_coll_algo)a;
             return MF_OK;
         }
-    MF_FAIL(MF_ERR_ARG, "collective algorithm '%s' is not one of auto, mpi, ring, rhd", name ? name : "(null)");
+    MF_FAIL(MF_ERR_ARG, "collective algorithm '%s' is not one of auto, mpi, ring, rhd, hier", name ? name : "(null)");
 }
 
-/* MF_ALLREDUCE_ALGO, read once; MF_COLL_AUTO when unset or unknown */
-static mf_coll_algo forced(void)
+static bool supports(mfi_coll_op op, mf_coll_algo a)
 {
-    static int cached = -1;
-    if (cached < 0) {
+    return a != MF_COLL_RHD || op == MFI_ALLREDUCE;
+}
+
+static mf_status check_algo(mfi_coll_op op, mf_coll_algo a, const char *where)
+{
+    if (a < 0 || a >= MF_COLL_ALGO_COUNT) MF_FAIL(MF_ERR_ARG, "%s: unknown algorithm %d", where, (int)a);
+    if (!supports(op, a))
+        MF_FAIL(MF_ERR_ARG, "%s: %s has no '%s' algorithm (it has mpi, ring, hier)", where, op_names[op], names[a]);
+    return MF_OK;
+}
+
+/* The op's variable, read once: MF_COLL_AUTO when unset. */
+static mf_status forced(mfi_coll_op op, mf_coll_algo *out)
+{
+    static int cached[MFI_COLL_OPS] = {-1, -1, -1};
+    if (cached[op] < 0) {
         mf_coll_algo a = MF_COLL_AUTO;
-        const char *e = getenv("MF_ALLREDUCE_ALGO");
-        if (e && *e && mf_coll_algo_parse(e, &a) != MF_OK) a = MF_COLL_AUTO;
-        cached = (int)a;
+        const char *e = getenv(env_names[op]);
+        if (e && *e) {
+            if (mf_coll_algo_parse(e, &a) != MF_OK)
+                MF_FAIL(MF_ERR_ARG, "%s='%s' is not one of auto, mpi, ring, rhd, hier", env_names[op], e);
+            MF_TRY(check_algo(op, a, env_names[op]));
+        }
+        cached[op] = (int)a;
     }
-    return (mf_coll_algo)cached;
+    *out = (mf_coll_algo)cached[op];
+    return MF_OK;
 }
 
-/* The table, from mpiflow-bench allreduce on this machine type
- * (doc/performance.md): on 2 ranks the ring moves 64 KiB - 16 MiB at
- * 1.4-2.8x MPICH's busbw, and halving-doubling matches or beats MPICH
- * below that; with more ranks than cores every extra step costs a
- * scheduler slice, so the fewest steps (rhd, log2 n) win. */
-mf_coll_algo mfi_allreduce_choose(const mf_comm *c, int64_t bytes)
+/* The table: the first rule that matches wins. From mpiflow-bench on
+ * this machine type (doc/performance.md, 2 cores):
+ * - 2 ranks: halving-doubling and the ring beat MPICH's allreduce by
+ *   1.2-1.3x from 4 KiB to 4 MiB; at 64 KiB (MPICH's eager limit) and
+ *   from 8 MiB the shared-memory window wins (1.5-13x: no fresh pages);
+ *   the ring reduce-scatter beats MPICH's at every size, and allgathers
+ *   are even.
+ * - more ranks than cores: every step costs a scheduler slice, so the
+ *   fewest steps win: the window's two barriers from 64 KiB to a few
+ *   MiB, halving-doubling (log2 n steps) for allreduces outside that.
+ * - several nodes: the hierarchical algorithms send 1/L of the bytes
+ *   between nodes. */
+typedef struct rule {
+    mfi_coll_op op;
+    int min_ranks, max_ranks;
+    int nodes;           /* 0: any, 1: one node, 2: several nodes with several ranks each */
+    int64_t min_bytes, max_bytes;
+    mf_coll_algo algo;
+} rule;
+
+#define KiB ((int64_t)1 << 10)
+#define MiB ((int64_t)1 << 20)
+#define ANY ((int64_t)1 << 62)
+#define MANY (1 << 30)
+
+static const rule table[] = {
+    {MFI_ALLREDUCE, 2, 2, 1, 64 * KiB, 128 * KiB, MF_COLL_HIER},
+    {MFI_ALLREDUCE, 2, 2, 1, 8 * MiB, ANY, MF_COLL_HIER},
+    {MFI_ALLREDUCE, 3, MANY, 0, 64 * KiB, 8 * MiB, MF_COLL_HIER},
+    {MFI_ALLREDUCE, 2, MANY, 0, 0, ANY, MF_COLL_RHD},
+    {MFI_REDUCE_SCATTER, 2, 2, 1, 64 * KiB, 128 * KiB, MF_COLL_HIER},
+    {MFI_REDUCE_SCATTER, 2, 2, 0, 0, ANY, MF_COLL_RING},
+    {MFI_REDUCE_SCATTER, 3, MANY, 0, 64 * KiB, 32 * MiB, MF_COLL_HIER},
+    {MFI_REDUCE_SCATTER, 3, MANY, 0, 32 * MiB, ANY, MF_COLL_RING},
+    {MFI_ALLGATHER, 2, 2, 1, 64 * KiB, 128 * KiB, MF_COLL_HIER},
+    {MFI_ALLGATHER, 2, 2, 0, 0, ANY, MF_COLL_RING},
+    {MFI_ALLGATHER, 3, MANY, 0, 1 * MiB, 32 * MiB, MF_COLL_HIER},
+};
+
+/* 1: c lies on one node; 2: several nodes, each with several of c's
+ * ranks (the hierarchical algorithms' case); 3: several nodes, one rank
+ * each, or uneven */
+static mf_status node_class(mf_comm *c, int *cls)
 {
-    mf_coll_algo f = forced();
-    if (f != MF_COLL_AUTO) return f;
-    if (c->size == 2 && bytes >= (64 << 10)) return MF_COLL_RING;
-    return MF_COLL_RHD;
+    *cls = 1;
+    if (mfi_comm_node_count() == 1) return MF_OK;
+    mfi_hier *h;
+    MF_TRY(mfi_hier_get(c, &h));   /* collective over c; once */
+    *cls = h->nnodes == 1 ? 1 : h->usable && h->local_size > 1 ? 2 : 3;
+    return MF_OK;
 }
 
-/* in place on buf, by algorithm a (not AUTO) */
+static mf_coll_algo lookup(mfi_coll_op op, int ranks, int cls, int64_t bytes, bool flat)
+{
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
+        const rule *r = &table[i];
+        if (r->op != op || ranks < r->min_ranks || ranks > r->max_ranks) continue;
+        if (bytes < r->min_bytes || bytes >= r->max_bytes) continue;
+        if (r->nodes && r->nodes != cls) continue;
+        if (flat && r->algo == MF_COLL_HIER) continue;
+        return r->algo;
+    }
+    return MF_COLL_MPI;
+}
+
+mf_status mfi_coll_choose(mfi_coll_op op, mf_comm *c, int64_t bytes, mf_coll_algo *out)
+{
+    MF_TRY(forced(op, out));
+    if (*out != MF_COLL_AUTO) return MF_OK;
+    int cls;
+    MF_TRY(node_class(c, &cls));
+    *out = lookup(op, c->size, cls, bytes, false);
+    return MF_OK;
+}
+
+/* ------------------------------------------------------------ dispatch */
 static mf_status run_allreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt, mf_coll_algo a)
 {
     switch (a) {
     case MF_COLL_RING: return mfi_allreduce_ring(c, buf, count, dt);
     case MF_COLL_RHD: return mfi_allreduce_rhd(c, buf, count, dt);
+    case MF_COLL_HIER: return mfi_allreduce_hier(c, buf, count, dt);
     default: return mfi_allreduce_mpi(c, buf, count, dt);
     }
 }
 
-mf_status mfi_allreduce(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt)
+typedef mf_status (*piece_fn)(mf_comm *, const void *, void *, const int64_t *, mf_dtype);
+
+static piece_fn piece_algo(mfi_coll_op op, mf_coll_algo a)
 {
-    if (!c || c->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "allreduce: no communicator (is mf_init done?)");
-    if (mfi_mpi_type(dt) == MPI_DATATYPE_NULL) MF_FAIL(MF_ERR_DTYPE, "allreduce: unsupported dtype %d", (int)dt);
+    bool rs = op == MFI_REDUCE_SCATTER;
+    switch (a) {
+    case MF_COLL_RING: return rs ? mfi_reduce_scatter_ring : mfi_allgather_ring;
+    case MF_COLL_HIER: return rs ? mfi_reduce_scatter_hier : mfi_allgather_hier;
+    default: return rs ? mfi_reduce_scatter_mpi : mfi_allgather_mpi;
+    }
+}
+
+mf_status mfi_allreduce_flat(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
+{
+    if (c->size == 1 || count == 0) return MF_OK;
+    int64_t bytes = count * (int64_t)mf_dtype_size(dt);
+    return run_allreduce(c, buf, count, dt, lookup(MFI_ALLREDUCE, c->size, 1, bytes, true));
+}
+
+static int64_t total_bytes(const mf_comm *c, const int64_t *counts, mf_dtype dt)
+{
+    int64_t all = 0;
+    for (int r = 0; r < c->size; r++) all += counts[r];
+    return all * (int64_t)mf_dtype_size(dt);
+}
+
+mf_status mfi_reduce_scatter_flat(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+{
+    mf_coll_algo a = lookup(MFI_REDUCE_SCATTER, c->size, 1, total_bytes(c, counts, dt), true);
+    return piece_algo(MFI_REDUCE_SCATTER, a)(c, send, recv, counts, dt);
+}
+
+mf_status mfi_allgather_flat(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+{
+    mf_coll_algo a = lookup(MFI_ALLGATHER, c->size, 1, total_bytes(c, counts, dt), true);
+    return piece_algo(MFI_ALLGATHER, a)(c, send, recv, counts, dt);
+}
+
+static mf_status check_call(const char *what, const mf_comm *c, mf_dtype dt)
+{
+    if (!c || c->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "%s: no communicator (is mf_init done?)", what);
+    if (mfi_mpi_type(dt) == MPI_DATATYPE_NULL) MF_FAIL(MF_ERR_DTYPE, "%s: unsupported dtype %d", what, (int)dt);
+    return MF_OK;
+}
+
+mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a)
+{
+    MF_TRY(check_call("allreduce", c, dt));
     if (count < 0) MF_FAIL(MF_ERR_ARG, "allreduce: negative count %lld", (long long)count);
     if (count == 0) return MF_OK;
     if (send != recv) memcpy(recv, send, (size_t)count * mf_dtype_size(dt));
     if (c->size == 1) return MF_OK;
-    return run_allreduce(c, recv, count, dt, mfi_allreduce_choose(c, count * (int64_t)mf_dtype_size(dt)));
+    if (a == MF_COLL_AUTO) MF_TRY(mfi_coll_choose(MFI_ALLREDUCE, c, count * (int64_t)mf_dtype_size(dt), &a));
+    return run_allreduce(c, recv, count, dt, a);
 }
 
+mf_status mfi_pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts,
+                          mf_dtype dt, mf_coll_algo a)
+{
+    MF_TRY(check_call(op_names[op], c, dt));
+    for (int r = 0; r < c->size; r++)
+        if (counts[r] < 0) MF_FAIL(MF_ERR_ARG, "%s: negative count for rank %d", op_names[op], r);
+    if (c->size == 1) {
+        if (send != recv) memcpy(recv, send, (size_t)counts[0] * mf_dtype_size(dt));
+        return MF_OK;
+    }
+    int64_t bytes = total_bytes(c, counts, dt);
+    if (bytes == 0) return MF_OK;
+    if (a == MF_COLL_AUTO) MF_TRY(mfi_coll_choose(op, c, bytes, &a));
+    return piece_algo(op, a)(c, send, recv, counts, dt);
+}
+
+mf_status mfi_allreduce(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt)
+{
+    return mfi_allreduce_algo(c, send, recv, count, dt, MF_COLL_AUTO);
+}
+
+mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+{
+    return mfi_pieces_algo(MFI_REDUCE_SCATTER, c, send, recv, counts, dt, MF_COLL_AUTO);
+}
+
+mf_status mfi_allgather(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+{
+    return mfi_pieces_algo(MFI_ALLGATHER, c, send, recv, counts, dt, MF_COLL_AUTO);
+}
+
+/* ------------------------------------------------------------ public */
 mf_status mf_allreduce(void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo)
 {
     if (!buf && count > 0) MF_FAIL(MF_ERR_ARG, "mf_allreduce: buf is NULL");
-    if (algo < 0 || algo >= MF_COLL_ALGO_COUNT) MF_FAIL(MF_ERR_ARG, "mf_allreduce: unknown algorithm %d", (int)algo);
+    MF_TRY(check_algo(MFI_ALLREDUCE, algo, "mf_allreduce"));
+    return mfi_allreduce_algo(mfi_comm_world(), buf, buf, count, dt, algo);
+}
+
+mf_status mf_iallreduce(void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo, mf_request **req)
+{
+    if (!req) MF_FAIL(MF_ERR_ARG, "mf_iallreduce: req is NULL");
+    *req = NULL;
+    if (!buf && count > 0) MF_FAIL(MF_ERR_ARG, "mf_iallreduce: buf is NULL");
+    if (count < 0) MF_FAIL(MF_ERR_ARG, "mf_iallreduce: negative count %lld", (long long)count);
+    MF_TRY(check_algo(MFI_ALLREDUCE, algo, "mf_iallreduce"));
+    MF_TRY(check_call("mf_iallreduce", mfi_comm_world(), dt));
+    return mfi_iallreduce(mfi_comm_world(), buf, count, dt, algo, req);
+}
+
+bool mf_test(mf_request *req) { return mfi_test(req); }
+mf_status mf_wait(mf_request *req) { return mfi_wait(req); }
+
+/* equal pieces of count elements over the world; req NULL: blocking */
+
+static mf_status world_pieces(mfi_coll_op op, const char *fn, const void *send, void *recv, int64_t count,
+                              mf_dtype dt, mf_coll_algo algo, mf_request **req)
+{
+    if (req) *req = NULL;
+    if ((!send || !recv) && count > 0) MF_FAIL(MF_ERR_ARG, "%s: a buffer is NULL", fn);
+    if (count < 0) MF_FAIL(MF_ERR_ARG, "%s: negative count %lld", fn, (long long)count);
+    MF_TRY(check_algo(op, algo, fn));
     mf_comm *c = mfi_comm_world();
-    if (algo == MF_COLL_AUTO || count == 0 || !c || c->size == 1 || c->comm == MPI_COMM_NULL)
-        return mfi_allreduce(c, buf, buf, count, dt);
-    if (mfi_mpi_type(dt) == MPI_DATATYPE_NULL) MF_FAIL(MF_ERR_DTYPE, "mf_allreduce: unsupported dtype %d", (int)dt);
-    if (count < 0) MF_FAIL(MF_ERR_ARG, "mf_allreduce: negative count %lld", (long long)count);
-    return run_allreduce(c, buf, count, dt, algo);
+    if (req) MF_TRY(check_call(fn, c, dt));
+    int n = c->size > 0 ? c->size : 1;
+    int64_t *counts = malloc((size_t)n * sizeof *counts);
+    if (!counts) MF_FAIL(MF_ERR_NOMEM, "%s: out of memory", fn);
+    for (int r = 0; r < n; r++) counts[r] = count;
+    mf_status st = req ? mfi_ipieces(op, c, send, recv, counts, dt, algo, req)
+                       : mfi_pieces_algo(op, c, send, recv, counts, dt, algo);
+    free(counts);
+    return st;
+}
+
+mf_status mf_reduce_scatter(const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo algo)
+{
+    return world_pieces(MFI_REDUCE_SCATTER, "mf_reduce_scatter", send, recv, count, dt, algo, NULL);
+}
+
+mf_status mf_ireduce_scatter(const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo algo,
+                             mf_request **req)
+{
+    if (!req) MF_FAIL(MF_ERR_ARG, "mf_ireduce_scatter: req is NULL");
+    return world_pieces(MFI_REDUCE_SCATTER, "mf_ireduce_scatter", send, recv, count, dt, algo, req);
+}
+
+mf_status mf_allgather(const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo algo)
+{
+    return world_pieces(MFI_ALLGATHER, "mf_allgather", send, recv, count, dt, algo, NULL);
+}
+
+mf_status mf_iallgather(const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo algo,
+                        mf_request **req)
+{
+    if (!req) MF_FAIL(MF_ERR_ARG, "mf_iallgather: req is NULL");
+    return world_pieces(MFI_ALLGATHER, "mf_iallgather", send, recv, count, dt, algo, req);
 }

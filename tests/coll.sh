@@ -1,8 +1,10 @@
 #!/bin/sh
 # The collective algorithms (test_coll) on 2, 3 and 4 ranks (3: not a
-# power of two), and the global-tensor suite with each allreduce
-# algorithm forced (boxing P -> B runs through it). make check runs
-# test_coll on 1 rank as an ordinary suite too.
+# power of two), on emulated nodes (4 ranks as 2 nodes of 2, 3 ranks as
+# uneven nodes, 4 nodes of 1), and the global-tensor suite with each
+# algorithm forced (boxing P -> B, P -> S and S -> B run through them,
+# with uneven pieces). make check runs test_coll on 1 rank as an
+# ordinary suite too.
 . "$top_srcdir/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 suite() {   # suite NP NAME [ENV=VALUE...]
@@ -18,9 +20,19 @@ suite() {   # suite NP NAME [ENV=VALUE...]
 for np in 2 3 4; do
     suite "$np" test_coll
 done
+suite 4 test_coll MF_RANKS_PER_NODE=2
+suite 3 test_coll MF_RANKS_PER_NODE=2
+suite 4 test_coll MF_RANKS_PER_NODE=1
 for algo in ring rhd; do
     suite 3 test_global MF_ALLREDUCE_ALGO=$algo
 done
+suite 3 test_global MF_REDUCE_SCATTER_ALGO=ring MF_ALLGATHER_ALGO=ring
+suite 4 test_global MF_RANKS_PER_NODE=2 MF_ALLREDUCE_ALGO=hier MF_REDUCE_SCATTER_ALGO=hier MF_ALLGATHER_ALGO=hier
+# a forced algorithm the collective does not have is an error on every rank
+env MF_REDUCE_SCATTER_ALGO=rhd MF_NP=2 timeout 300 "$top_srcdir/tests/mpirun.sh" "$top_builddir/tests/test_global" \
+    >"$TMPDIR_TEST/out" 2>&1 && fail "MF_REDUCE_SCATTER_ALGO=rhd was accepted"
+grep -q "MF_REDUCE_SCATTER_ALGO: reduce-scatter has no 'rhd' algorithm" "$TMPDIR_TEST/out" ||
+    { cat "$TMPDIR_TEST/out"; fail "MF_REDUCE_SCATTER_ALGO=rhd: no clear message"; }
 # topology: 4 ranks as 2 emulated nodes of 2, and 3 ranks as nodes of 2 and 1
 "$MPIEXEC" -n 4 -genv MF_RANKS_PER_NODE 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1 ||
     fail "mpiflow-bench topo: exit $?"
@@ -33,4 +45,4 @@ grep -q "^rank 2 of 3: node 1 of 2 (emulated, MF_RANKS_PER_NODE=2), local rank 0
     { cat "$TMPDIR_TEST/topo"; fail "topo: uneven emulated nodes"; }
 "$MPIEXEC" -n 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1
 grep -q "^rank 1 of 2: node 0 of 1, local rank 1 of 2" "$TMPDIR_TEST/topo" || fail "topo: one real node"
-echo "collectives: every algorithm on 1-4 ranks; boxing through ring and rhd; emulated nodes"
+echo "collectives: every algorithm on 1-4 ranks and emulated nodes; boxing through ring, rhd and hier"

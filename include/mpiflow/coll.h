@@ -5,13 +5,15 @@
  *
  *   mf_allreduce(grad, n, MF_F32, MF_COLL_AUTO);   // sum over ranks, in place
  *
- * MF_COLL_AUTO picks by message size and topology; the environment
- * variable MF_ALLREDUCE_ALGO=mpi|ring|rhd forces one for every allreduce
- * (boxing included).
+ * MF_COLL_AUTO picks by message size, rank count and node count; the
+ * environment variables MF_ALLREDUCE_ALGO=mpi|ring|rhd|hier,
+ * MF_REDUCE_SCATTER_ALGO=mpi|ring|hier and MF_ALLGATHER_ALGO=mpi|ring|hier
+ * force one for every such call (boxing and gradient sync included).
  */
 #ifndef MPIFLOW_COLL_H
 #define MPIFLOW_COLL_H
 
+#include <stdbool.h>
 #include "mpiflow/tensor.h"
 
 #ifdef __cplusplus
@@ -22,16 +24,37 @@ typedef enum mf_coll_algo {
     MF_COLL_AUTO = 0,
     MF_COLL_MPI,    /* the MPI library's own */
     MF_COLL_RING,   /* ring: reduce-scatter then allgather, 2(n-1) steps */
-    MF_COLL_RHD,    /* recursive halving-doubling (Rabenseifner), any n */
+    MF_COLL_RHD,    /* recursive halving-doubling (Rabenseifner), any n (allreduce only) */
+    MF_COLL_HIER,   /* inside the node by shared memory, between nodes by peers */
     MF_COLL_ALGO_COUNT
 } mf_coll_algo;
 
-/* "auto", "mpi", "ring", "rhd" */
+/* "auto", "mpi", "ring", "rhd", "hier" */
 MF_API const char *mf_coll_algo_name(mf_coll_algo a);
 /* MF_ERR_ARG for a name that is not one of them */
 MF_API mf_status mf_coll_algo_parse(const char *name, mf_coll_algo *out);
 /* Sum of buf over all ranks into buf on every rank. Collective. */
 MF_API mf_status mf_allreduce(void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo);
+/* send holds world-size pieces of count elements; recv (count elements)
+ * gets the sum over ranks of this rank's piece. Collective. */
+MF_API mf_status mf_reduce_scatter(const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo algo);
+/* Every rank's count elements of send, in rank order, into recv
+ * (world-size * count elements). Collective. */
+MF_API mf_status mf_allgather(const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo algo);
+
+/* Non-blocking forms: the collective runs on mpiflow's progress thread
+ * while the caller computes. Leave the buffers alone until mf_wait, which
+ * returns the collective's status and frees the request; mf_test says
+ * whether it has finished (true for NULL). Every rank must start the
+ * same collectives in the same order, and wait for each. */
+typedef struct mf_request mf_request;
+MF_API mf_status mf_iallreduce(void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo, mf_request **req);
+MF_API mf_status mf_ireduce_scatter(const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo algo,
+                                    mf_request **req);
+MF_API mf_status mf_iallgather(const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo algo,
+                               mf_request **req);
+MF_API bool mf_test(mf_request *req);
+MF_API mf_status mf_wait(mf_request *req);
 
 #ifdef __cplusplus
 }
