@@ -40,6 +40,17 @@ mf_status mfi_coll_choose(mfi_coll_op op, mf_comm *c, int64_t bytes, mf_coll_alg
 mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a);
 mf_status mfi_pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts,
                           mf_dtype dt, mf_coll_algo a);
+/* Deterministic sums (deterministic.c). MF_DETERMINISTIC set and not 0: */
+bool mfi_coll_deterministic(void);
+/* local holds this rank's pieces mfi_block(npieces, n, rank), each of
+ * sum(counts) elements; recv gets block rank (counts[rank] elements) of
+ * the sum over all pieces in piece order. */
+mf_status mfi_reduce_scatter_pieces(mf_comm *c, const void *local, int npieces, const int64_t *counts, void *recv,
+                                    mf_dtype dt);
+/* The same for the whole vector of count elements into out, gathered by
+ * algorithm `gather`; out may be local. */
+mf_status mfi_allreduce_pieces(mf_comm *c, const void *local, int npieces, void *out, int64_t count, mf_dtype dt,
+                               mf_coll_algo gather);
 /* Queues op as a request (request.c); counts are copied. */
 mf_status mfi_ipieces(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
                       mf_coll_algo algo, mfi_request **out);

@@ -205,6 +205,7 @@ mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t c
     if (send != recv) memcpy(recv, send, (size_t)count * mf_dtype_size(dt));
     if (c->size == 1) return MF_OK;
     if (a == MF_COLL_AUTO) MF_TRY(mfi_coll_choose(MFI_ALLREDUCE, c, count * (int64_t)mf_dtype_size(dt), &a));
+    if (mfi_coll_deterministic()) return mfi_allreduce_pieces(c, recv, c->size, recv, count, dt, a);
     return run_allreduce(c, recv, count, dt, a);
 }
 
@@ -220,6 +221,8 @@ mf_status mfi_pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *re
     }
     int64_t bytes = total_bytes(c, counts, dt);
     if (bytes == 0) return MF_OK;
+    if (op == MFI_REDUCE_SCATTER && mfi_coll_deterministic())
+        return mfi_reduce_scatter_pieces(c, send, c->size, counts, recv, dt);
     if (a == MF_COLL_AUTO) MF_TRY(mfi_coll_choose(op, c, bytes, &a));
     return piece_algo(op, a)(c, send, recv, counts, dt);
 }
@@ -259,6 +262,28 @@ mf_status mf_iallreduce(void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo
 }
 
 bool mf_test(mf_request *req) { return mfi_test(req); }
+
+void mf_pieces_range(int npieces, int *first, int *count)
+{
+    int64_t f = 0, k = 0;
+    mf_comm *c = mfi_comm_world();
+    if (npieces > 0) mfi_block(npieces, c->size > 0 ? c->size : 1, c->rank, &f, &k);
+    *first = (int)f;
+    *count = (int)k;
+}
+
+mf_status mf_allreduce_pieces(const void *local, void *out, int64_t count, mf_dtype dt, int npieces,
+                              mf_coll_algo algo)
+{
+    if (npieces < 1) MF_FAIL(MF_ERR_ARG, "mf_allreduce_pieces: npieces %d < 1", npieces);
+    if (count < 0) MF_FAIL(MF_ERR_ARG, "mf_allreduce_pieces: negative count %lld", (long long)count);
+    if (!out && count > 0) MF_FAIL(MF_ERR_ARG, "mf_allreduce_pieces: out is NULL");
+    MF_TRY(check_algo(MFI_ALLREDUCE, algo, "mf_allreduce_pieces"));
+    mf_comm *c = mfi_comm_world();
+    MF_TRY(check_call("mf_allreduce_pieces", c, dt));
+    if (count == 0) return MF_OK;
+    return mfi_allreduce_pieces(c, local, npieces, out, count, dt, algo);
+}
 mf_status mf_wait(mf_request *req) { return mfi_wait(req); }
 
 /* equal pieces of count elements over the world; req NULL: blocking */

@@ -23,6 +23,9 @@ done
 suite 4 test_coll MF_RANKS_PER_NODE=2
 suite 3 test_coll MF_RANKS_PER_NODE=2
 suite 4 test_coll MF_RANKS_PER_NODE=1
+# deterministic mode: every algorithm gives rank order's bits
+suite 3 test_coll MF_DETERMINISTIC=1
+suite 4 test_coll MF_DETERMINISTIC=1 MF_RANKS_PER_NODE=2
 for algo in ring rhd; do
     suite 3 test_global MF_ALLREDUCE_ALGO=$algo
 done

@@ -7,6 +7,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "tests/test_util.h"
 
 static const mf_coll_algo algos[] = {MF_COLL_MPI, MF_COLL_RING, MF_COLL_RHD, MF_COLL_HIER, MF_COLL_AUTO};
@@ -140,6 +141,81 @@ START_TEST(test_pieces_exact)
 }
 END_TEST
 
+/* a float with all mantissa bits busy, from (a, i) alone */
+static float noise(uint64_t a, int64_t i)
+{
+    uint64_t s = (a + 1) * 0x9e3779b97f4a7c15ULL ^ (uint64_t)i * 0xbf58476d1ce4e5b9ULL;
+    s ^= s >> 31;
+    s *= 0x94d049bb133111ebULL;
+    s ^= s >> 29;
+    return (float)((double)(s >> 11) / 9007199254740992.0 - 0.5) * (float)(1 + (s & 7));
+}
+
+/* 12 virtual pieces: the sum's bits equal the sequential sum in piece
+ * order, by every algorithm and so on every rank count */
+START_TEST(test_pieces_deterministic)
+{
+    const int V = 12;
+    const int64_t cnt = 10007;
+    int first, nl;
+    mf_pieces_range(V, &first, &nl);
+    float *local = malloc((size_t)(nl * cnt + 1) * sizeof(float)), *out = malloc((size_t)cnt * sizeof(float));
+    float *want = malloc((size_t)cnt * sizeof(float));
+    for (int p = 0; p < nl; p++)
+        for (int64_t i = 0; i < cnt; i++) local[p * cnt + i] = noise((uint64_t)(first + p), i);
+    for (int64_t i = 0; i < cnt; i++) {
+        float acc = noise(0, i);
+        for (int v = 1; v < V; v++) acc += noise((uint64_t)v, i);
+        want[i] = acc;
+    }
+    for (int a = 0; a < NALGOS; a++) {
+        for (int64_t i = 0; i < cnt; i++) out[i] = -1;
+        ck_assert_ok(mf_allreduce_pieces(local, out, cnt, MF_F32, V, algos[a]));
+        int bad = memcmp(out, want, (size_t)cnt * sizeof(float)) != 0;
+        ck_assert_msg(mf_agree(bad ? MF_ERR_INTERNAL : MF_OK) == MF_OK, "%s: not the sequential sum's bits",
+                      mf_coll_algo_name(algos[a]));
+    }
+    ck_assert_fails(mf_allreduce_pieces(local, out, cnt, MF_F32, 0, MF_COLL_AUTO), MF_ERR_ARG, "npieces 0 < 1");
+    free(local);
+    free(out);
+    free(want);
+}
+END_TEST
+
+/* MF_DETERMINISTIC=1 (tests/coll.sh): every algorithm sums in rank
+ * order, bit for bit */
+START_TEST(test_deterministic_env)
+{
+    if (!getenv("MF_DETERMINISTIC")) return;
+    int n = mf_world_size(), r = mf_rank();
+    const int64_t cnt = 300007;   /* big enough for the hierarchical and ring paths */
+    float *x = malloc((size_t)cnt * n * sizeof(float)), *want = malloc((size_t)cnt * n * sizeof(float));
+    for (int64_t i = 0; i < cnt * n; i++) {
+        float acc = noise(0, i);
+        for (int q = 1; q < n; q++) acc += noise((uint64_t)q, i);
+        want[i] = acc;
+    }
+    for (int a = 0; a < NALGOS; a++) {
+        for (int64_t i = 0; i < cnt; i++) x[i] = noise((uint64_t)r, i);
+        ck_assert_ok(mf_allreduce(x, cnt, MF_F32, algos[a]));
+        int bad = memcmp(x, want, (size_t)cnt * sizeof(float)) != 0;
+        ck_assert_msg(mf_agree(bad ? MF_ERR_INTERNAL : MF_OK) == MF_OK, "allreduce %s: not rank order's bits",
+                      mf_coll_algo_name(algos[a]));
+    }
+    float *piece = malloc((size_t)cnt * sizeof(float));
+    for (int a = 0; a < NPIECE_ALGOS; a++) {
+        for (int64_t i = 0; i < cnt * n; i++) x[i] = noise((uint64_t)r, i);
+        ck_assert_ok(mf_reduce_scatter(x, piece, cnt, MF_F32, piece_algos[a]));
+        int bad = memcmp(piece, want + r * cnt, (size_t)cnt * sizeof(float)) != 0;
+        ck_assert_msg(mf_agree(bad ? MF_ERR_INTERNAL : MF_OK) == MF_OK, "reduce-scatter %s: not rank order's bits",
+                      mf_coll_algo_name(piece_algos[a]));
+    }
+    free(piece);
+    free(x);
+    free(want);
+}
+END_TEST
+
 /* several requests of every algorithm in flight at once, while this
  * thread computes; each must equal the blocking result */
 START_TEST(test_nonblocking)
@@ -209,6 +285,8 @@ Suite *coll_suite(void)
     tcase_add_test(tc, test_allreduce_against_mpi);
     tcase_add_test(tc, test_pieces_exact);
     tcase_add_test(tc, test_nonblocking);
+    tcase_add_test(tc, test_pieces_deterministic);
+    tcase_add_test(tc, test_deterministic_env);
     tcase_add_test(tc, test_algo_names);
     suite_add_tcase(s, tc);
     return s;

@@ -42,6 +42,16 @@ MF_API mf_status mf_reduce_scatter(const void *send, void *recv, int64_t count, 
  * (world-size * count elements). Collective. */
 MF_API mf_status mf_allgather(const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo algo);
 
+/* Deterministic sums over npieces virtual pieces, each a vector of count
+ * elements: this rank holds pieces first .. first+n-1 (mf_pieces_range)
+ * back to back in local; out gets the sum over all pieces in piece
+ * order 0, 1, ..., npieces-1. The bits do not depend on algo (which
+ * moves the result) or on the number of ranks. MF_DETERMINISTIC=1 makes
+ * every allreduce and reduce-scatter sum in rank order this way. */
+MF_API void mf_pieces_range(int npieces, int *first, int *count);
+MF_API mf_status mf_allreduce_pieces(const void *local, void *out, int64_t count, mf_dtype dt, int npieces,
+                                     mf_coll_algo algo);
+
 /* Non-blocking forms: the collective runs on mpiflow's progress thread
  * while the caller computes. Leave the buffers alone until mf_wait, which
  * returns the collective's status and frees the request; mf_test says
