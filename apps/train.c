@@ -101,6 +101,8 @@ static mf_status build(run *r)
         r->optim = !strcmp(o->optimizer, "adamw") ? mf_adamw_create(r->params, &s) : mf_adam_create(r->params, &s);
     }
     if (!r->optim) return mf_last_status();
+    mf_status bst = mf_optim_set_bucket_mb(r->optim, o->bucket_mb);
+    if (bst != MF_OK) return bst;
     bool prefetch = o->prefetch < 0 ? mf_threads() < mf_cores() : o->prefetch > 0;
     mf_loader_opts lo = {o->batch_size, o->seed, true, true, r->mean, r->std, prefetch, r->par.shard_index,
                          r->par.shard_count};
@@ -201,19 +203,47 @@ static mf_status train_step(run *r, double *loss_out)
     mf_status st = mf_loader_next(r->loader, &x, &y);
     if (st == MF_OK) st = par_batch(&r->par, mf_loader_batch_rows(r->loader), &x, &y);
     if (st != MF_OK) return st;
-    mf_optim_zero_grad(r->optim);
-    mf_tensor *out = mf_module_forward(r->model, x);
+    double t0 = mf_time();
+    st = mf_optim_zero_grad(r->optim);
+    mf_tensor *out = st == MF_OK ? mf_module_forward(r->model, x) : NULL;
     mf_tensor *loss = out ? mf_cross_entropy(out, y, MF_REDUCTION_MEAN) : NULL;
-    if (!loss) st = mf_last_status();
+    if (!loss && st == MF_OK) st = mf_last_status();
+    double t1 = mf_time();
     if (st == MF_OK) st = mf_backward(loss);
+    double t2 = mf_time();
     if (st == MF_OK && r->o.clip_grad > 0) st = mf_clip_grad_norm(r->params, r->o.clip_grad, NULL);
     if (st == MF_OK) st = mf_optim_step(r->optim);
     if (st == MF_OK) *loss_out = mf_tensor_item(loss);
+    double t3 = mf_time();
+    mf_trace_span("forward", "compute", 0, t0, t1);
+    mf_trace_span("backward", "compute", 0, t1, t2);
+    mf_trace_span("optimizer step", "compute", 0, t2, t3);
     mf_tensor_destroy(x);
     mf_tensor_destroy(y);
     mf_tensor_destroy(out);
     mf_tensor_destroy(loss);
     return st;
+}
+
+/* --trace: writes the file and says how much of the gradient
+ * communication backward hid (every rank's spans; the mean over ranks) */
+static int trace_report(run *r)
+{
+    double comm = 0, hidden = mf_trace_hidden("comm", "backward", &comm);
+    double v[2] = {hidden * comm, comm};
+    if (mf_allreduce(v, 2, MF_F64, MF_COLL_MPI) != MF_OK) return report("--trace", 1);
+    if (mf_trace_write(r->o.trace) != MF_OK) return report("--trace", 1);
+    if (mf_rank() == 0) {
+        if (v[1] > 0)
+            printf("trace: %s; gradient communication %.3f ms per step per rank, %.0f%% of it hidden behind "
+                   "backward\n",
+                   r->o.trace, v[1] / mf_world_size() / (double)(r->total_steps - r->start_step) * 1e3,
+                   100 * v[0] / v[1]);
+        else
+            printf("trace: %s; no bucketed gradient communication (one rank, or --bucket-mb 0)\n", r->o.trace);
+        fflush(stdout);
+    }
+    return 0;
 }
 
 static void print_profile(double elapsed)
@@ -338,7 +368,7 @@ static int train(run *r)
     for (int64_t step = r->start_step; step < r->total_steps; step++) {
         double lr = r->sched ? mf_lr_schedule_at(r->sched, step) : o->lr;
         mf_optim_set_lr(r->optim, lr);
-        double loss;
+        double loss = NAN;
         if (train_step(r, &loss) != MF_OK) return report("training step", 1);
         if (!isfinite(loss)) {
             fprintf(stderr, "mpiflow-train: error: the loss is %g at step %lld; lower --lr or add --clip-grad\n", loss,
@@ -442,7 +472,9 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
+    if (r.o.trace) mf_trace_enable(true);
     code = train(&r);
+    if (code == 0 && r.o.trace) code = trace_report(&r);
     if (code == 0 && r.o.dump_params && par_dump_params(r.model, r.o.dump_params) != MF_OK)
         code = report("--dump-params", 1);
 out:

@@ -48,6 +48,11 @@ void train_opts_usage(FILE *f)
         "  --mesh RxC                 2d mesh: R data-parallel x C tensor-parallel ranks\n"
         "                             (default: 2 x N/2 for an even N, else N x 1)\n"
         "  --dump-params FILE         after training, write every parameter (gathered) as text\n"
+        "  --bucket-mb MB             gradient buckets of MB MiB: each bucket's allreduce starts\n"
+        "                             during backward as soon as its gradients are ready\n"
+        "                             (default 25; 0: one sync per parameter after backward)\n"
+        "  --zero 0|1                 1: ZeRO-1, optimizer state split S(0) over the data-parallel\n"
+        "                             ranks, gradients reduce-scattered, parameters allgathered\n"
         "checkpoints (parallel HDF5, see doc/checkpoints.md):\n"
         "  --checkpoint PATH          save model, optimizer and data position to PATH (written\n"
         "                             as PATH.tmp, renamed when complete) at the end of training\n"
@@ -68,6 +73,9 @@ void train_opts_usage(FILE *f)
         "  --profile                  print the time spent per kernel class (GEMM, conv, ...)\n"
         "  --prefetch auto|on|off     load the next batch in a helper thread (default auto:\n"
         "                             on when --threads leaves a core free)\n"
+        "  --trace FILE.json          write a Chrome/Perfetto trace: per rank, forward, backward,\n"
+        "                             each gradient bucket's allreduce and the optimizer step;\n"
+        "                             prints how much communication backward hid\n"
         "  --help, --version\n"
         "\n"
         "The last line printed starts with 'final' and holds test_accuracy= and test_loss=.\n"
@@ -133,7 +141,8 @@ enum {
     OPT_MODEL = 256, OPT_DATASET, OPT_DATA_DIR, OPT_SYNTH, OPT_EPOCHS, OPT_STEPS, OPT_BATCH, OPT_OPTIM, OPT_LR,
     OPT_MOMENTUM, OPT_WD, OPT_CLIP, OPT_SCHED, OPT_STEP_SIZE, OPT_GAMMA, OPT_WARMUP, OPT_LR_MIN, OPT_BOUNDS,
     OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
-    OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_FLETCHER, OPT_HELP, OPT_VERSION
+    OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_FLETCHER,
+    OPT_BUCKET, OPT_ZERO, OPT_TRACE, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -173,6 +182,9 @@ static const struct option longopts[] = {
     {"resume", required_argument, 0, OPT_RESUME},
     {"keep-last", required_argument, 0, OPT_KEEP},
     {"fletcher32", no_argument, 0, OPT_FLETCHER},
+    {"bucket-mb", required_argument, 0, OPT_BUCKET},
+    {"zero", required_argument, 0, OPT_ZERO},
+    {"trace", required_argument, 0, OPT_TRACE},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -198,6 +210,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     o->step_size = 1000;
     o->gamma = 0.1;
     o->lr = o->momentum = o->weight_decay = -1;   /* unset */
+    o->bucket_mb = 25;
     o->progress = -1;
     o->eval = true;
     o->prefetch = -1;
@@ -315,6 +328,15 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         case OPT_METRICS: o->metrics = v; break;
         case OPT_NO_EVAL: o->eval = false; break;
         case OPT_FLETCHER: o->fletcher32 = true; break;
+        case OPT_BUCKET:
+            if (!parse_f64(v, 0, &o->bucket_mb) || o->bucket_mb > 1048576)
+                return fail(err, len, "--bucket-mb: '%s' is not a size in MiB from 0 to 1048576", v);
+            break;
+        case OPT_ZERO:
+            if (strcmp(v, "0") && strcmp(v, "1")) return fail(err, len, "--zero: '%s' is not 0 or 1", v);
+            o->zero = v[0] - '0';
+            break;
+        case OPT_TRACE: o->trace = v; break;
         case OPT_PROFILE: o->profile = true; break;
         case OPT_PARALLEL:
             if (!one_of(v, parallels)) return fail(err, len, "--parallel: '%s' is not one of none, dp, mp, hybrid, 2d", v);

@@ -34,6 +34,9 @@ typedef struct train_opts {
     int64_t save_every;               /* 0: only at the end (with --checkpoint) */
     int64_t keep_last;                /* checkpoints kept (PATH, PATH.1, ...) */
     bool fletcher32;                  /* HDF5 Fletcher32 on each checkpoint piece */
+    double bucket_mb;                 /* gradient bucket size (0: no buckets) */
+    int zero;                         /* ZeRO stage: 0 or 1 */
+    const char *trace;                /* --trace FILE.json */
 } train_opts;
 
 /* 0: run; 1: --help or --version was printed; 2: bad input (err says

@@ -57,7 +57,7 @@ mf_status mfi_iallgather(mf_comm *c, const void *send, void *recv, const int64_t
                          mfi_request **out);
 bool mfi_test(mfi_request *r);
 mf_status mfi_wait(mfi_request *r);
-/* mfi_wait, and when the collective ran (MPI_Wtime, for traces). */
+/* mfi_wait, and when the collective ran (mf_time's clock, for traces). */
 mf_status mfi_wait_times(mfi_request *r, double *t_start, double *t_end);
 /* Finishes queued requests and stops the progress thread (mf_finalize). */
 void mfi_request_shutdown(void);

@@ -58,6 +58,11 @@ mf_status mfi_ipieces(mfi_coll_op op, mf_comm *c, const void *send, void *recv, 
 /* dst[i] += src[i] */
 void mfi_sum_into(void *dst, const void *src, int64_t n, mf_dtype dt);
 MPI_Datatype mfi_mpi_type(mf_dtype dt);
+/* Set on the progress thread (request.c): waits poll, yield and sleep
+ * instead of spinning in MPI, leaving the cores to the caller's compute. */
+extern _Thread_local bool mfi_coll_polite;
+/* MPI_Waitall, or the polite loop on the progress thread. */
+mf_status mfi_wait_all(int n, MPI_Request *req, const char *what);
 /* One MPI_Sendrecv of byte ranges (counts checked against MPI's int). */
 mf_status mfi_sendrecv(mf_comm *c, const void *sbuf, int64_t scount, int dest, void *rbuf, int64_t rcount, int src,
                        mf_dtype dt);

@@ -4,6 +4,8 @@
  * the MPI library's own allreduce as one more algorithm.
  */
 #include <limits.h>
+#include <sched.h>
+#include <time.h>
 #include <stdlib.h>
 #include "collectives/coll_algo.h"
 #include "lib/error.h"
@@ -56,22 +58,61 @@ void mfi_block(int64_t count, int n, int k, int64_t *off, int64_t *len)
     *off = k * q + (k < r ? k : r);
 }
 
+_Thread_local bool mfi_coll_polite;
+
+mf_status mfi_wait_all(int n, MPI_Request *req, const char *what)
+{
+    MPI_Status sts[4];   /* (MPI_STATUSES_IGNORE trips GCC's -Wstringop-overflow) */
+    if (n > 4) MF_FAIL(MF_ERR_INTERNAL, "%s: %d requests, at most 4", what, n);
+    if (!mfi_coll_polite) {
+        int rc = MPI_Waitall(n, req, sts);
+        return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, what);
+    }
+    /* the progress thread shares its cores with the caller's compute:
+     * poll a little, then yield, then sleep between polls */
+    for (long k = 0;; k++) {
+        int done = 0;
+        int rc = MPI_Testall(n, req, &done, sts);
+        if (rc != MPI_SUCCESS) return mfi_mpi_fail(rc, what);
+        if (done) return MF_OK;
+        if (k < 64) continue;
+        if (k < 256) sched_yield();
+        else nanosleep(&(struct timespec){0, 20000}, NULL);
+    }
+}
+
 mf_status mfi_sendrecv(mf_comm *c, const void *sbuf, int64_t scount, int dest, void *rbuf, int64_t rcount, int src,
                        mf_dtype dt)
 {
     if (scount > INT_MAX || rcount > INT_MAX)
         MF_FAIL(MF_ERR_ARG, "collective: a block of %lld elements does not fit MPI's int",
                 (long long)(scount > rcount ? scount : rcount));
-    MFI_MPI_TRY(MPI_Sendrecv(sbuf, (int)scount, mfi_mpi_type(dt), dest, 77, rbuf, (int)rcount, mfi_mpi_type(dt), src,
-                             77, c->comm, MPI_STATUS_IGNORE));
-    return MF_OK;
+    if (!mfi_coll_polite) {
+        MFI_MPI_TRY(MPI_Sendrecv(sbuf, (int)scount, mfi_mpi_type(dt), dest, 77, rbuf, (int)rcount, mfi_mpi_type(dt),
+                                 src, 77, c->comm, MPI_STATUS_IGNORE));
+        return MF_OK;
+    }
+    MPI_Request req[2];
+    MFI_MPI_TRY(MPI_Irecv(rbuf, (int)rcount, mfi_mpi_type(dt), src, 77, c->comm, &req[0]));
+    int rc = MPI_Isend(sbuf, (int)scount, mfi_mpi_type(dt), dest, 77, c->comm, &req[1]);
+    if (rc != MPI_SUCCESS) {
+        MPI_Cancel(&req[0]);
+        MPI_Request_free(&req[0]);
+        return mfi_mpi_fail(rc, "MPI_Isend");
+    }
+    return mfi_wait_all(2, req, "MPI_Sendrecv");
 }
 
 mf_status mfi_allreduce_mpi(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
 {
     if (count > INT_MAX) MF_FAIL(MF_ERR_ARG, "allreduce: count %lld does not fit MPI's int", (long long)count);
-    MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mfi_mpi_type(dt), MPI_SUM, c->comm));
-    return MF_OK;
+    if (!mfi_coll_polite) {
+        MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mfi_mpi_type(dt), MPI_SUM, c->comm));
+        return MF_OK;
+    }
+    MPI_Request req;
+    MFI_MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, mfi_mpi_type(dt), MPI_SUM, c->comm, &req));
+    return mfi_wait_all(1, &req, "MPI_Iallreduce");
 }
 
 void *mfi_comm_scratch(mf_comm *c, size_t bytes)

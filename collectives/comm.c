@@ -20,6 +20,7 @@ static MPI_Comm peers = MPI_COMM_NULL;   /* one rank per node: those with this l
 static int world_rank, world_size = 1, node_rank, node_size = 1;
 static int tnode_id, tnode_count = 1, tnode_rank, tnode_size = 1, emulated;
 
+static char bind_note[128] = "not bound";
 static mf_comm world_comm = {MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
 
 mf_status mfi_mpi_fail(int rc, const char *what)
@@ -96,8 +97,11 @@ mf_status mfi_comm_world_setup(void)
     MPI_TRY(MPI_Comm_rank(node, &node_rank));
     MPI_TRY(MPI_Comm_size(node, &node_size));
     world_comm = (mf_comm){world, world_rank, world_size, false, NULL, NULL, NULL, 0};
+    mfi_topo_bind(node_rank, node_size, bind_note, sizeof bind_note);
     return topology_setup();
 }
+
+const char *mfi_comm_bind_note(void) { return bind_note; }
 
 mf_comm *mfi_comm_world(void) { return &world_comm; }
 

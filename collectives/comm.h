@@ -50,6 +50,11 @@ mf_status mfi_comm_allreduce_sum_f64(double *v, int n);
 /* Cores this process may run on (its binding), from hwloc; *total gets
  * the cores of the machine. */
 int mfi_topo_cores(int *total);
+/* Binds this process to its share of the machine's cores unless the
+ * launcher bound it (topo.c); note gets what was done. */
+void mfi_topo_bind(int local, int nlocal, char *note, size_t size);
+/* That note, from mfi_comm_world_setup. */
+const char *mfi_comm_bind_note(void);
 /* "machine: 1 package, 1 NUMA node, 2 cores, 2 PUs, 0 GPUs; bound to PUs 0-1" */
 void mfi_topo_describe(char *buf, size_t size);
 

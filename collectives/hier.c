@@ -13,6 +13,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "collectives/coll_algo.h"
 #include "collectives/coll_hier.h"
 #include "collectives/comm.h"
 #include "lib/error.h"
@@ -156,7 +157,9 @@ mf_status mfi_hier_sync(mfi_hier *h)
     /* the window's stores before the barrier are seen after it (MPI-3
      * unified memory model: sync, barrier, sync) */
     MFI_MPI_TRY(MPI_Win_sync(h->win));
-    MFI_MPI_TRY(MPI_Barrier(h->node.comm));
+    MPI_Request req;
+    MFI_MPI_TRY(MPI_Ibarrier(h->node.comm, &req));
+    MF_TRY(mfi_wait_all(1, &req, "MPI_Ibarrier"));
     MFI_MPI_TRY(MPI_Win_sync(h->win));
     return MF_OK;
 }

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "collectives/coll_algo.h"
 #include "collectives/comm.h"
 #include "lib/error.h"
@@ -33,7 +34,7 @@ struct mf_request {
     mf_status status;
     char msg[512];
     bool done;
-    double t_start, t_end;   /* MPI_Wtime when it ran */
+    double t_start, t_end;   /* when it ran, on mf_time's clock */
     struct mf_request *next;
 };
 
@@ -44,20 +45,28 @@ static pthread_t worker;
 static bool running, stopping;
 static int threaded = -1;    /* MPI_THREAD_MULTIPLE available */
 
+static double now(void)   /* mf_time's clock */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void run(mfi_request *r)
 {
-    r->t_start = MPI_Wtime();
+    r->t_start = now();
     switch (r->op) {
     case MFI_ALLREDUCE: r->status = mfi_allreduce_algo(r->c, r->recv, r->recv, r->count, r->dt, r->algo); break;
     default: r->status = mfi_pieces_algo(r->op, r->c, r->send, r->recv, r->counts, r->dt, r->algo); break;
     }
-    r->t_end = MPI_Wtime();
+    r->t_end = now();
     if (r->status != MF_OK) snprintf(r->msg, sizeof r->msg, "%s", mf_last_error());
 }
 
 static void *progress(void *arg)
 {
     (void)arg;
+    mfi_coll_polite = true;
     pthread_mutex_lock(&lock);
     for (;;) {
         while (!head && !stopping) pthread_cond_wait(&work, &lock);

@@ -20,5 +20,6 @@
 #include "mpiflow/models.h"
 #include "mpiflow/ckpt.h"
 #include "mpiflow/coll.h"
+#include "mpiflow/trace.h"
 
 #endif

@@ -3,7 +3,7 @@ noinst_LTLIBRARIES += lib/libmf_core.la
 lib_libmf_core_la_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS) $(HDF5_CFLAGS)
 lib_libmf_core_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 lib_libmf_core_la_SOURCES = \
-	lib/status.c lib/alloc.c lib/tensor.c lib/runtime.c lib/profile.c lib/rng.c \
+	lib/status.c lib/alloc.c lib/tensor.c lib/runtime.c lib/profile.c lib/rng.c lib/trace.c \
 	lib/op.c lib/autograd.c \
 	lib/op/elementwise.c lib/op/matmul.c lib/op/reduce.c lib/op/view.c lib/op/concat.c \
 	lib/op/softmax.c lib/op/embedding.c lib/op/conv2d.c lib/op/pool.c lib/op/norm.c \
@@ -21,4 +21,4 @@ noinst_HEADERS += lib/internal.h lib/error.h lib/alloc.h lib/backend.h lib/rng.h
 mpiflowinc_HEADERS += include/mpiflow/status.h include/mpiflow/runtime.h include/mpiflow/tensor.h \
 	include/mpiflow/ops.h include/mpiflow/autograd.h include/mpiflow/nn.h include/mpiflow/optim.h \
 	include/mpiflow/data.h include/mpiflow/models.h \
-	include/mpiflow/global.h include/mpiflow/ckpt.h include/mpiflow/coll.h
+	include/mpiflow/global.h include/mpiflow/ckpt.h include/mpiflow/coll.h include/mpiflow/trace.h

@@ -30,6 +30,8 @@ static uint64_t node_seq;
 static uint64_t backward_mark;
 static mf_grad_ready_fn ready_hook;
 static void *ready_user;
+static mf_grad_ready_fn sync_hook;   /* the gradient buckets (lib/optim/grad_sync.c) */
+static void *sync_user;
 
 /* ------------------------------------------------------------ grad mode */
 static _Thread_local bool grad_on = true;
@@ -63,6 +65,12 @@ void mf_autograd_set_grad_ready_hook(mf_grad_ready_fn fn, void *user)
 {
     ready_hook = fn;
     ready_user = user;
+}
+
+void mfi_autograd_set_sync_hook(mf_grad_ready_fn fn, void *user)
+{
+    sync_hook = fn;
+    sync_user = user;
 }
 
 /* ------------------------------------------------------------ nodes */
@@ -215,7 +223,10 @@ static mf_status leaf_done(mf_tensor *leaf, mf_tensor *g)
     mf_status st = MF_OK;
     if (g) st = accumulate(&leaf->grad, g, true);
     leaf->grad_synced = false;
-    if (--leaf->bw_pending == 0 && ready_hook && st == MF_OK && leaf->grad) ready_hook(leaf, ready_user);
+    if (--leaf->bw_pending == 0 && st == MF_OK && leaf->grad) {
+        if (sync_hook) sync_hook(leaf, sync_user);
+        if (ready_hook) ready_hook(leaf, ready_user);
+    }
     return st;
 }
 

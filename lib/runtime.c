@@ -78,8 +78,8 @@ const char *mf_topology_str(char *buf, size_t size)
     int k = mfi_comm_node_emulated();
     char emu[64] = "";
     if (k) snprintf(emu, sizeof emu, " (emulated, MF_RANKS_PER_NODE=%d)", k);
-    snprintf(buf, size, "rank %d of %d: node %d of %d%s, local rank %d of %d; %s", mf_rank(), mf_world_size(),
-             mf_node_id(), mf_node_count(), emu, mf_local_rank(), mf_local_size(), machine);
+    snprintf(buf, size, "rank %d of %d: node %d of %d%s, local rank %d of %d; %s (%s)", mf_rank(), mf_world_size(),
+             mf_node_id(), mf_node_count(), emu, mf_local_rank(), mf_local_size(), machine, mfi_comm_bind_note());
     return buf;
 }
 

@@ -23,6 +23,10 @@ done
 suite 4 test_coll MF_RANKS_PER_NODE=2
 suite 3 test_coll MF_RANKS_PER_NODE=2
 suite 4 test_coll MF_RANKS_PER_NODE=1
+# gradient buckets equal one sync per parameter
+suite 2 test_grad_sync
+suite 3 test_grad_sync
+suite 4 test_grad_sync MF_RANKS_PER_NODE=2
 # deterministic mode: every algorithm gives rank order's bits
 suite 3 test_coll MF_DETERMINISTIC=1
 suite 4 test_coll MF_DETERMINISTIC=1 MF_RANKS_PER_NODE=2
@@ -48,4 +52,37 @@ grep -q "^rank 2 of 3: node 1 of 2 (emulated, MF_RANKS_PER_NODE=2), local rank 0
     { cat "$TMPDIR_TEST/topo"; fail "topo: uneven emulated nodes"; }
 "$MPIEXEC" -n 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1
 grep -q "^rank 1 of 2: node 0 of 1, local rank 1 of 2" "$TMPDIR_TEST/topo" || fail "topo: one real node"
+# binding: each of 2 ranks gets its own core when the machine has 2 or
+# more; a launcher's binding is kept; MF_BIND=none leaves it alone
+cores=$(nproc --all)
+if [ "$cores" -ge 2 ]; then
+    grep -q "^rank 1 of 2: .*bound to PUs [0-9,-]* (bound by mpiflow to cores\? [0-9-]*)" "$TMPDIR_TEST/topo" ||
+        { cat "$TMPDIR_TEST/topo"; fail "topo: rank 1 was not bound to its cores"; }
+fi
+"$MPIEXEC" -n 2 -bind-to core "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1
+grep -q "(bound by the launcher)" "$TMPDIR_TEST/topo" || { cat "$TMPDIR_TEST/topo"; fail "topo: launcher binding"; }
+MF_BIND=none "$MPIEXEC" -n 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1
+grep -q "(not bound: MF_BIND=none)" "$TMPDIR_TEST/topo" || { cat "$TMPDIR_TEST/topo"; fail "topo: MF_BIND=none"; }
+# --trace: a Chrome trace with every rank's spans and the hidden share
+"$MPIEXEC" -n 2 "$top_builddir/mpiflow-train" --model lenet --dataset synthetic --synthetic-size 640,64 --steps 6 \
+    --no-eval --progress lines --bucket-mb 0.5 --trace "$TMPDIR_TEST/trace.json" >"$TMPDIR_TEST/train" 2>&1 ||
+    { cat "$TMPDIR_TEST/train"; fail "mpiflow-train --trace: exit $?"; }
+cat "$TMPDIR_TEST/train"
+grep -q "^trace: .*trace.json; gradient communication [0-9.]* ms per step per rank, [0-9]*% of it hidden behind backward" \
+    "$TMPDIR_TEST/train" || fail "--trace: no summary line"
+t="$TMPDIR_TEST/trace.json"
+head -1 "$t" | grep -qx '\[' || fail "trace: not a JSON array"
+tail -1 "$t" | grep -qx '\]' || fail "trace: not a JSON array"
+for pid in 0 1; do
+    for name in forward backward "optimizer step" "allreduce bucket 0"; do
+        grep -q "\"name\":\"$name[^\"]*\",\"cat\":\"[a-z]*\",\"ph\":\"X\",\"pid\":$pid," "$t" ||
+            fail "trace: no '$name' span for rank $pid"
+    done
+done
+[ "$(grep -c '"name":"backward"' "$t")" -eq 12 ] || fail "trace: expected 6 backward spans per rank"
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$t" || fail "trace: python3 cannot parse it"
+fi
+"$MPIEXEC" -n 2 "$top_builddir/mpiflow-train" --bucket-mb -3 >"$TMPDIR_TEST/train" 2>&1 && fail "--bucket-mb -3 accepted"
+grep -q "bucket-mb: '-3' is not a size" "$TMPDIR_TEST/train" || fail "--bucket-mb -3: no clear message"
 echo "collectives: every algorithm on 1-4 ranks and emulated nodes; boxing through ring, rhd and hier"

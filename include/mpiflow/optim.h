@@ -61,8 +61,19 @@ MF_API mf_status mf_optim_step(mf_optim *o);
  * Collective; a no-op for local parameters and for gradients already
  * synced. mf_optim_step calls it. */
 MF_API mf_status mf_optim_sync_grads(mf_optim *o);
-/* Drops every parameter's gradient (PyTorch's set_to_none=True). */
-MF_API void mf_optim_zero_grad(mf_optim *o);
+/* Drops every parameter's gradient (PyTorch's set_to_none=True), and
+ * readies the gradient buckets for the next backward. Collective when a
+ * backward ran without a step since (it finishes that round's sync). */
+MF_API mf_status mf_optim_zero_grad(mf_optim *o);
+/* Gradient buckets (data parallel): gradients of parameters replicated
+ * (B) over ranks are packed in reverse parameter order into buckets of
+ * about mb MiB; each bucket's allreduce starts on the progress thread as
+ * soon as backward has produced all of its gradients, and the sync in
+ * mf_optim_step waits for them. 0 turns buckets off (one blocking sync
+ * per parameter at the step). Default 25, as PyTorch DDP. Buckets are
+ * armed by mf_optim_zero_grad and by each sync, so call zero_grad before
+ * backward. */
+MF_API mf_status mf_optim_set_bucket_mb(mf_optim *o, double mb);
 MF_API void mf_optim_set_lr(mf_optim *o, double lr);
 MF_API double mf_optim_lr(const mf_optim *o);
 MF_API int64_t mf_optim_steps(const mf_optim *o);

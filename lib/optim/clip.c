@@ -4,12 +4,13 @@
  * applied only when it is below 1.
  */
 #include <math.h>
-#include "lib/internal.h"
+#include "lib/optim/optim_internal.h"
 
 mf_status mf_clip_grad_norm(const mf_tensor_list *params, double max_norm, double *total_norm)
 {
     if (!params) MF_FAIL(MF_ERR_ARG, "mf_clip_grad_norm: the parameter list is NULL");
     if (!(max_norm > 0)) MF_FAIL(MF_ERR_ARG, "mf_clip_grad_norm: max_norm %g must be > 0", max_norm);
+    MF_TRY(mfi_grad_buckets_flush());   /* the norm is of the summed gradients */
     bool prev = mf_set_grad_enabled(false);
     double sq = 0;
     mf_status st = MF_OK;

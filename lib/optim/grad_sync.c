@@ -1,16 +1,309 @@
 /*
- * lib/optim/grad_sync.c - gradient sync for global parameters.
+ * lib/optim/grad_sync.c - gradient sync for global parameters, in
+ * buckets that overlap the backward pass.
  *
  * Backward leaves each global parameter's local gradient laid out as
- * dual(SBP): a B (data-parallel) parameter gets a P gradient. Before the
- * update each one is boxed to the parameter's own SBP, so for data
- * parallel this is the allreduce of DDP, and for a split (model-parallel)
- * parameter nothing moves. One parameter at a time for now: the
- * collectives issue packs them into buckets that start during backward
- * (the grad-ready hook of autograd.c is where they will hook in).
+ * dual(SBP): a B (data-parallel) parameter gets a P gradient, which must
+ * be summed over the ranks of its B mesh axes. Parameters whose SBP is B
+ * on every axis, or B on one axis and S on the others, are packed in
+ * reverse parameter order (the order backward produces them) into
+ * buckets of about bucket_mb MiB, one list per communicator and dtype.
+ * Autograd's grad-ready hook copies each gradient into its bucket as soon
+ * as it is final; when a bucket is full and every bucket before it has
+ * started, its allreduce starts as a non-blocking request on the progress
+ * thread while backward goes on (PyTorch DDP's scheme). The sync at the
+ * step waits for the buckets in order and installs the sums as the
+ * gradients. Other parameters (split on a B axis's partner in 3-D
+ * meshes, or bucketing off) are boxed one at a time, as before.
+ *
+ * A gradient that arrives twice in one round (two backwards before a
+ * step: gradient accumulation) marks the round dirty: the sync then
+ * discards what is in flight and sums the final gradients, blocking.
  */
+#include <stdio.h>
 #include "lib/global/global_internal.h"
 #include "lib/optim/optim_internal.h"
+
+typedef struct bucket {
+    mf_comm *comm;
+    mf_dtype dt;
+    int np, nready;
+    int *params;         /* optimizer indices, in packing order */
+    int64_t *off;        /* element offset of each */
+    int64_t numel;
+    void *buf;
+    mfi_request *req;
+} bucket;
+
+struct mfi_grad_buckets {
+    mf_optim *o;
+    int nb;
+    bucket *b;
+    int *bucket_of;      /* per parameter: its bucket, -1 when not bucketed */
+    int *slot_of;        /* per parameter: its slot in the bucket */
+    bool *ready;         /* per parameter, this round */
+    int next;            /* the next bucket to start */
+    int last_found;      /* where the previous hook found its parameter */
+    bool dirty, active;  /* active: a gradient arrived this round */
+};
+
+static mfi_grad_buckets *armed;   /* the buckets autograd's hook fills */
+
+/* The communicator summing param's gradient: all ranks of the placement
+ * (B on every axis) or one mesh axis (B there, S elsewhere); NULL when
+ * the parameter is not bucketed. */
+static mf_comm *sum_comm(const mf_tensor *param)
+{
+    const mfi_global *g = param->global;
+    if (!g || !g->local || !mf_dtype_is_float(param->dtype)) return NULL;
+    int nb = 0, axis = -1;
+    for (int d = 0; d < g->sbp.ndim; d++) {
+        if (g->sbp.d[d].kind == MF_SBP_B) nb++, axis = d;
+        else if (g->sbp.d[d].kind != MF_SBP_S) return NULL;
+    }
+    mf_comm *c = nb == 0 ? NULL : nb == g->sbp.ndim ? g->placement->comm : nb == 1 ? g->placement->dim_comm[axis] : NULL;
+    return c && mfi_comm_size_of(c) > 1 ? c : NULL;
+}
+
+void mfi_grad_buckets_free(mfi_grad_buckets *gb)
+{
+    if (!gb) return;
+    if (armed == gb) {
+        armed = NULL;
+        mfi_autograd_set_sync_hook(NULL, NULL);
+    }
+    for (int k = 0; k < gb->nb; k++) {
+        mfi_wait(gb->b[k].req);   /* its buffer goes next */
+        free(gb->b[k].params);
+        free(gb->b[k].off);
+        free(gb->b[k].buf);
+    }
+    free(gb->b);
+    free(gb->bucket_of);
+    free(gb->slot_of);
+    free(gb->ready);
+    free(gb);
+}
+
+/* the bucket (comm, dt) being filled, or a new one */
+static bucket *open_bucket(mfi_grad_buckets *gb, int *open, mf_comm *c, mf_dtype dt, int64_t add, int64_t cap)
+{
+    for (int k = 0; k < gb->nb; k++) {
+        bucket *b = &gb->b[k];
+        if (!open[k] || b->comm != c || b->dt != dt) continue;
+        if (b->numel > 0 && (b->numel + add) * (int64_t)mf_dtype_size(dt) > cap) {
+            open[k] = 0;   /* full: the parameter starts the next one */
+            continue;
+        }
+        return b;
+    }
+    bucket *nbk = realloc(gb->b, (size_t)(gb->nb + 1) * sizeof *nbk);
+    if (!nbk) return NULL;
+    gb->b = nbk;
+    open[gb->nb] = 1;
+    bucket *b = &gb->b[gb->nb++];
+    *b = (bucket){.comm = c, .dt = dt};
+    return b;
+}
+
+static mf_status build(mf_optim *o, mfi_grad_buckets **out)
+{
+    *out = NULL;
+    mfi_grad_buckets *gb = calloc(1, sizeof *gb);
+    int n = o->n ? o->n : 1, *open = calloc((size_t)n + 1, sizeof *open);
+    if (gb) {
+        gb->o = o;
+        gb->bucket_of = malloc((size_t)n * sizeof *gb->bucket_of);
+        gb->slot_of = calloc((size_t)n, sizeof *gb->slot_of);
+        gb->ready = calloc((size_t)n, sizeof *gb->ready);
+    }
+    mf_status st = gb && open && gb->bucket_of && gb->slot_of && gb->ready ? MF_OK
+                                                                         : mfi_error(MF_ERR_NOMEM, "gradient buckets: out of memory");
+    int64_t cap = (int64_t)(o->bucket_mb * 1048576.0);
+    for (int i = o->n - 1; st == MF_OK && i >= 0; i--) {
+        gb->bucket_of[i] = -1;
+        mf_comm *c = sum_comm(o->params[i].p);
+        if (!c) continue;
+        mf_tensor *l = o->params[i].p->global->local;
+        int64_t numel = mf_tensor_numel(l);
+        bucket *b = open_bucket(gb, open, c, l->dtype, numel, cap);
+        int *np = b ? realloc(b->params, (size_t)(b->np + 1) * sizeof *np) : NULL;
+        if (np) b->params = np;
+        int64_t *no = np ? realloc(b->off, (size_t)(b->np + 1) * sizeof *no) : NULL;
+        if (!no) {
+            st = mfi_error(MF_ERR_NOMEM, "gradient buckets: out of memory");
+            break;
+        }
+        b->off = no;
+        gb->bucket_of[i] = (int)(b - gb->b);
+        gb->slot_of[i] = b->np;
+        b->params[b->np] = i;
+        b->off[b->np++] = b->numel;
+        b->numel += numel;
+    }
+    for (int k = 0; st == MF_OK && k < gb->nb; k++) {
+        gb->b[k].buf = malloc((size_t)gb->b[k].numel * mf_dtype_size(gb->b[k].dt) + 1);
+        if (!gb->b[k].buf) st = mfi_error(MF_ERR_NOMEM, "gradient buckets: out of memory");
+    }
+    free(open);
+    if (st != MF_OK) {
+        mfi_grad_buckets_free(gb);
+        return st;
+    }
+    *out = gb;
+    return MF_OK;
+}
+
+/* Copies parameter i's local gradient (or zeros, without one) into its
+ * bucket. */
+static mf_status pack(mfi_grad_buckets *gb, int i)
+{
+    bucket *b = &gb->b[gb->bucket_of[i]];
+    mf_tensor *l = gb->o->params[i].p->global->local;
+    size_t es = mf_dtype_size(b->dt);
+    char *dst = (char *)b->buf + (size_t)b->off[gb->slot_of[i]] * es;
+    int64_t numel = mf_tensor_numel(l);
+    if (!l->grad) {
+        memset(dst, 0, (size_t)numel * es);
+        return MF_OK;
+    }
+    mf_tensor *g = mfi_contiguous_raw(l->grad);
+    if (!g) return mf_last_status();
+    mf_status st = mf_tensor_dtype(g) == b->dt && mf_tensor_numel(g) == numel
+                       ? MF_OK
+                       : mfi_error(MF_ERR_INTERNAL, "gradient of '%s' does not match its parameter", gb->o->params[i].name);
+    if (st == MF_OK) memcpy(dst, mf_tensor_data(g), (size_t)numel * es);
+    mf_tensor_destroy(g);
+    return st;
+}
+
+static void start_ready(mfi_grad_buckets *gb)
+{
+    while (!gb->dirty && gb->next < gb->nb && gb->b[gb->next].nready == gb->b[gb->next].np) {
+        bucket *b = &gb->b[gb->next];
+        if (mfi_iallreduce(b->comm, b->buf, b->numel, b->dt, MF_COLL_AUTO, &b->req) != MF_OK) {
+            gb->dirty = true;   /* the sync redoes it, blocking, and reports */
+            return;
+        }
+        gb->next++;
+    }
+}
+
+/* autograd's grad-ready hook: leaf's gradient is final for this backward */
+static void on_ready(mf_tensor *leaf, void *user)
+{
+    mfi_grad_buckets *gb = user;
+    mf_optim *o = gb->o;
+    int i = -1;
+    for (int k = 0; k < o->n && i < 0; k++) {   /* usually the one before the last found */
+        int j = ((gb->last_found - 1 - k) % o->n + o->n) % o->n;
+        if (o->params[j].p->global && o->params[j].p->global->local == leaf) i = j;
+    }
+    if (i < 0 || gb->bucket_of[i] < 0) return;
+    gb->last_found = i;
+    gb->active = true;
+    if (gb->ready[i] || gb->dirty) {
+        gb->dirty = true;
+        return;
+    }
+    gb->ready[i] = true;
+    if (pack(gb, i) != MF_OK) {
+        gb->dirty = true;
+        return;
+    }
+    gb->b[gb->bucket_of[i]].nready++;
+    start_ready(gb);
+}
+
+static void arm(mfi_grad_buckets *gb)
+{
+    armed = gb;
+    mfi_autograd_set_sync_hook(on_ready, gb);
+}
+
+static void reset_round(mfi_grad_buckets *gb)
+{
+    for (int i = 0; i < gb->o->n; i++) gb->ready[i] = false;
+    for (int k = 0; k < gb->nb; k++) gb->b[k].nready = 0;
+    gb->next = 0;
+    gb->dirty = gb->active = false;
+}
+
+/* Installs bucket k's sums as the gradients of its parameters. */
+static mf_status unpack(mfi_grad_buckets *gb, int k)
+{
+    bucket *b = &gb->b[k];
+    size_t es = mf_dtype_size(b->dt);
+    for (int s = 0; s < b->np; s++) {
+        mfi_opt_param *p = &gb->o->params[b->params[s]];
+        mf_tensor *l = p->p->global->local;
+        if (!l->grad) continue;   /* no gradient on this rank: as unbucketed, none after */
+        /* a fresh tensor: the old gradient's storage may be shared */
+        mf_tensor *g = mfi_tensor_new(b->dt, l->ndim, l->shape);
+        if (!g) return mf_last_status();
+        memcpy(mf_tensor_data(g), (char *)b->buf + (size_t)b->off[s] * es, (size_t)mf_tensor_numel(g) * es);
+        mf_status st = mf_tensor_set_grad(l, g);
+        mf_tensor_destroy(g);
+        MF_TRY(st);
+        l->grad_synced = true;
+    }
+    return MF_OK;
+}
+
+/* Finishes the round: starts what backward did not, waits in order,
+ * installs the sums. Collective over the buckets' communicators. */
+static mf_status finish(mfi_grad_buckets *gb)
+{
+    mf_status st = MF_OK;
+    if (gb->dirty) {   /* discard what is in flight, then sum the final gradients */
+        for (int k = 0; k < gb->next; k++) mfi_wait(gb->b[k].req);
+        for (int k = 0; k < gb->nb; k++) gb->b[k].req = NULL;
+        for (int i = 0; i < gb->o->n && st == MF_OK; i++)
+            if (gb->bucket_of[i] >= 0) st = pack(gb, i);
+        for (int k = 0; k < gb->nb; k++) {
+            bucket *b = &gb->b[k];
+            mf_status s = st == MF_OK ? mfi_allreduce(b->comm, b->buf, b->buf, b->numel, b->dt) : st;
+            if (s == MF_OK) s = unpack(gb, k);
+            if (st == MF_OK) st = s;
+        }
+        reset_round(gb);
+        return st;
+    }
+    for (int k = gb->next; k < gb->nb && st == MF_OK; k++) {   /* parameters backward did not reach */
+        bucket *b = &gb->b[k];
+        for (int s = 0; s < b->np && st == MF_OK; s++)
+            if (!gb->ready[b->params[s]]) st = pack(gb, b->params[s]);
+        b->nready = b->np;
+    }
+    if (st == MF_OK) start_ready(gb);
+    for (int k = 0; k < gb->nb; k++) {   /* every started request is waited for, whatever failed */
+        bucket *b = &gb->b[k];
+        if (!b->req) continue;
+        double t0 = 0, t1 = 0;
+        mf_status s = mfi_wait_times(b->req, &t0, &t1);
+        b->req = NULL;
+        if (mf_trace_enabled()) {
+            char name[64];
+            snprintf(name, sizeof name, "allreduce bucket %d (%.2f MiB)", k,
+                     (double)b->numel * (double)mf_dtype_size(b->dt) / 1048576.0);
+            mf_trace_span(name, "comm", 1, t0, t1);
+        }
+        if (s == MF_OK) s = unpack(gb, k);
+        if (st == MF_OK) st = s;
+    }
+    if (st == MF_OK && gb->next < gb->nb) st = mfi_error(MF_ERR_INTERNAL, "gradient buckets: a bucket did not start");
+    reset_round(gb);
+    return st;
+}
+
+mf_status mfi_grad_buckets_prepare(mf_optim *o)
+{
+    if (o->bucket_mb <= 0) return MF_OK;
+    if (!o->buckets) MF_TRY(build(o, &o->buckets));
+    if (o->buckets->active) MF_TRY(finish(o->buckets));   /* a backward without a step: drop nothing */
+    arm(o->buckets);
+    return MF_OK;
+}
 
 mf_status mfi_grad_sync_one(mf_tensor *param)
 {
@@ -33,7 +326,40 @@ mf_status mfi_grad_sync_one(mf_tensor *param)
 mf_status mf_optim_sync_grads(mf_optim *o)
 {
     if (!o) MF_FAIL(MF_ERR_ARG, "mf_optim_sync_grads: optimizer is NULL");
-    /* reverse order, as the gradients become ready in backward */
-    for (int i = o->n - 1; i >= 0; i--) MF_TRY(mfi_grad_sync_one(o->params[i].p));
+    mfi_grad_buckets *gb = o->buckets;
+    mf_status st = MF_OK;
+    if (gb && gb->active) st = finish(gb);
+    else if (o->bucket_mb > 0) {   /* no backward hook this round (grads set by hand) */
+        if (!gb) MF_TRY(build(o, &o->buckets));
+        gb = o->buckets;
+        bool fresh = false, synced = false;   /* the same on every rank: same program */
+        for (int i = 0; i < o->n; i++) {
+            const mf_tensor *l = gb->bucket_of[i] >= 0 ? o->params[i].p->global->local : NULL;
+            if (l && l->grad) fresh |= !l->grad_synced, synced |= l->grad_synced;
+        }
+        if (fresh && !synced) {   /* sum them bucketed; a mix goes one by one below */
+            gb->dirty = true;
+            st = finish(gb);
+        }
+    }
+    if (gb) arm(gb);
+    /* the rest one by one, in reverse order */
+    for (int i = o->n - 1; i >= 0 && st == MF_OK; i--) st = mfi_grad_sync_one(o->params[i].p);
+    return st;
+}
+
+mf_status mf_optim_set_bucket_mb(mf_optim *o, double mb)
+{
+    if (!o) MF_FAIL(MF_ERR_ARG, "mf_optim_set_bucket_mb: optimizer is NULL");
+    if (!(mb >= 0) || mb > 1 << 20) MF_FAIL(MF_ERR_ARG, "mf_optim_set_bucket_mb: %g MiB is not in [0, 2^20]", mb);
+    if (o->buckets && o->buckets->active) MF_TRY(finish(o->buckets));
+    mfi_grad_buckets_free(o->buckets);
+    o->buckets = NULL;
+    o->bucket_mb = mb;
     return MF_OK;
+}
+
+mf_status mfi_grad_buckets_flush(void)
+{
+    return armed && armed->active ? finish(armed) : MF_OK;
 }

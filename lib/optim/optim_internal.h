@@ -36,7 +36,18 @@ struct mf_optim {
     /* Which state tensors this configuration uses. */
     bool uses[MFI_OPT_MAX_STATE];
     mf_status (*update)(mf_optim *o, mfi_opt_param *p, mfi_view *param, mfi_view *grad, mfi_view *state);
+    double bucket_mb;    /* gradient bucket size; 0: no buckets */
+    struct mfi_grad_buckets *buckets;   /* built on first use (grad_sync.c) */
 };
+
+typedef struct mfi_grad_buckets mfi_grad_buckets;
+void mfi_grad_buckets_free(mfi_grad_buckets *gb);
+/* Before a backward (mf_optim_zero_grad): finishes a round left open,
+ * and points autograd's grad-ready hook at o's buckets. */
+mf_status mfi_grad_buckets_prepare(mf_optim *o);
+/* Finishes the hooked buckets' round, if one is open: gradients are
+ * synced after it (mf_clip_grad_norm calls it first). Collective. */
+mf_status mfi_grad_buckets_flush(void);
 
 /* A new optimizer over params with the given state names (unused ones
  * NULL); NULL with an error on failure. */

@@ -24,6 +24,7 @@ mf_optim *mfi_optim_new(const char *type, const mf_tensor_list *params, double l
     }
     o->type = type;
     o->lr = lr;
+    o->bucket_mb = 25;
     o->nstate = nstate;
     for (int i = 0; i < nstate; i++) o->state_names[i] = state_names[i];
     for (int i = 0; i < params->n; i++) {
@@ -49,6 +50,7 @@ mf_optim *mfi_optim_new(const char *type, const mf_tensor_list *params, double l
 void mf_optim_destroy(mf_optim *o)
 {
     if (!o) return;
+    mfi_grad_buckets_free(o->buckets);
     for (int i = 0; i < o->n; i++) {
         free(o->params[i].name);
         mf_tensor_destroy(o->params[i].p);
@@ -101,9 +103,12 @@ mf_status mf_optim_step(mf_optim *o)
     return MF_OK;
 }
 
-void mf_optim_zero_grad(mf_optim *o)
+mf_status mf_optim_zero_grad(mf_optim *o)
 {
-    for (int i = 0; o && i < o->n; i++) mf_tensor_set_grad(o->params[i].p, NULL);
+    if (!o) MF_FAIL(MF_ERR_ARG, "mf_optim_zero_grad: optimizer is NULL");
+    mf_status st = mfi_grad_buckets_prepare(o);
+    for (int i = 0; i < o->n; i++) mf_tensor_set_grad(o->params[i].p, NULL);
+    return st;
 }
 
 void mf_optim_set_lr(mf_optim *o, double lr) { o->lr = lr; }
