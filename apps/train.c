@@ -102,6 +102,7 @@ static mf_status build(run *r)
     }
     if (!r->optim) return mf_last_status();
     mf_status bst = mf_optim_set_bucket_mb(r->optim, o->bucket_mb);
+    if (bst == MF_OK) bst = mf_optim_set_zero(r->optim, o->zero);
     if (bst != MF_OK) return bst;
     bool prefetch = o->prefetch < 0 ? mf_threads() < mf_cores() : o->prefetch > 0;
     mf_loader_opts lo = {o->batch_size, o->seed, true, true, r->mean, r->std, prefetch, r->par.shard_index,

@@ -11,7 +11,7 @@ lib_libmf_core_la_SOURCES = \
 	lib/nn/module.c lib/nn/linear.c lib/nn/conv2d.c lib/nn/pool.c lib/nn/activation.c \
 	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c lib/nn/to_global.c \
 	lib/optim/optimizer.c lib/optim/sgd.c lib/optim/rmsprop.c lib/optim/adam.c \
-	lib/optim/schedule.c lib/optim/clip.c lib/optim/grad_sync.c \
+	lib/optim/schedule.c lib/optim/clip.c lib/optim/grad_sync.c lib/optim/zero.c \
 	lib/io/idx.c lib/io/dataset.c lib/io/loader.c lib/io/h5util.c lib/io/ckpt.c lib/io/ckpt_file.c \
 	lib/global/placement.c lib/global/sbp.c lib/global/gtensor.c lib/global/boxing.c \
 	lib/global/signature.c lib/global/apply.c lib/global/inplace.c

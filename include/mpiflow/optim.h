@@ -74,6 +74,13 @@ MF_API mf_status mf_optim_zero_grad(mf_optim *o);
  * armed by mf_optim_zero_grad and by each sync, so call zero_grad before
  * backward. */
 MF_API mf_status mf_optim_set_bucket_mb(mf_optim *o, double mb);
+/* ZeRO stage 1 (stage 1) or none (0), before the first step: the state
+ * of parameters replicated (B) on a 1-D placement is split S(0) over its
+ * ranks; their gradient buckets are reduce-scattered, each rank updates
+ * its rows, and the parameters are allgathered after the step. The
+ * result equals plain data parallel; state memory drops by the rank
+ * count. Checkpoints store the state as S(0), so they reshard. */
+MF_API mf_status mf_optim_set_zero(mf_optim *o, int stage);
 MF_API void mf_optim_set_lr(mf_optim *o, double lr);
 MF_API double mf_optim_lr(const mf_optim *o);
 MF_API int64_t mf_optim_steps(const mf_optim *o);

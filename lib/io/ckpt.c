@@ -287,21 +287,22 @@ static mf_status write_tensor(const writer *w, hid_t group, const char *name, mf
     return st;
 }
 
-/* State k of parameter i as a tensor laid out like the parameter (a
- * global wrapper around the local piece); NULL if the optimizer does
+/* State k of parameter i as a global tensor around the local piece,
+ * laid out like the parameter (or S(0) under ZeRO-1); NULL if the optimizer does
  * not use it or has not stepped yet (the same on every rank). */
 static mf_tensor *state_view(mf_optim *o, int i, int k, bool create)
 {
     if (!o->uses[k] || !o->state_names[k]) return NULL;
     mfi_opt_param *pp = &o->params[i];
     mf_tensor *piece = mfi_local(pp->p);
-    if (piece && !pp->state[k] && create) pp->state[k] = mf_zeros_like(piece);
+    if (piece && !pp->state[k] && create) pp->state[k] = mfi_optim_state_new(o, i);
     if (!pp->p->global) return pp->state[k] ? mf_tensor_retain(pp->state[k]) : NULL;
     mfi_meta gm;
     mfi_meta_of(pp->p, &gm);
     mf_tensor *st = piece ? pp->state[k] : NULL;
     if (piece && !st) return NULL;
-    return mfi_global_wrap(mf_tensor_retain(st), pp->p->global->placement, &pp->p->global->sbp, &gm, false);
+    mf_nd_sbp sbp = mfi_optim_state_sbp(o, i);   /* S(0) under ZeRO-1 */
+    return mfi_global_wrap(mf_tensor_retain(st), pp->p->global->placement, &sbp, &gm, false);
 }
 
 static void optim_attrs(hid_t g, const mf_optim *o)

@@ -29,6 +29,7 @@ mf_status mf_clip_grad_norm(const mf_tensor_list *params, double max_norm, doubl
         mf_tensor *g = mf_tensor_grad(params->items[i].tensor);
         if (g) st = mf_scale_(g, coef);
     }
+    if (st == MF_OK && coef < 1.0) mfi_grad_buckets_scaled(coef);   /* ZeRO's summed shards */
     mf_set_grad_enabled(prev);
     return st;
 }

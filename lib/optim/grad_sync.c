@@ -16,6 +16,10 @@
  * gradients. Other parameters (split on a B axis's partner in 3-D
  * meshes, or bucketing off) are boxed one at a time, as before.
  *
+ * Under ZeRO-1 (zero.c) the buckets of B parameters on 1-D placements
+ * are laid out rank by rank and reduce-scattered, so each rank gets the
+ * summed gradient of its rows only.
+ *
  * A gradient that arrives twice in one round (two backwards before a
  * step: gradient accumulation) marks the round dirty: the sync then
  * discards what is in flight and sums the final gradients, blocking.
@@ -33,6 +37,13 @@ typedef struct bucket {
     int64_t numel;
     void *buf;
     mfi_request *req;
+    /* ZeRO-1 buckets: the buffer is laid out rank by rank (each rank's
+     * rows of every parameter), reduce-scattered into shard */
+    bool zero;
+    int n, me;
+    int64_t *counts;     /* [n]: elements of each rank's part */
+    int64_t *pos;        /* [np * n]: where slot s's rows for rank q start */
+    void *shard;         /* counts[me] elements */
 } bucket;
 
 struct mfi_grad_buckets {
@@ -48,6 +59,13 @@ struct mfi_grad_buckets {
 };
 
 static mfi_grad_buckets *armed;   /* the buckets autograd's hook fills */
+
+/* rows of parameter slot s for rank q in a ZeRO bucket */
+static void zero_rows(const mfi_opt_param *p, const bucket *b, int q, int64_t *row0, int64_t *rows)
+{
+    const mf_tensor *l = p->p->global->local;
+    mfi_split(l->ndim ? l->shape[0] : 1, b->n, q, row0, rows);
+}
 
 /* The communicator summing param's gradient: all ranks of the placement
  * (B on every axis) or one mesh axis (B there, S elsewhere); NULL when
@@ -77,6 +95,9 @@ void mfi_grad_buckets_free(mfi_grad_buckets *gb)
         free(gb->b[k].params);
         free(gb->b[k].off);
         free(gb->b[k].buf);
+        free(gb->b[k].counts);
+        free(gb->b[k].pos);
+        free(gb->b[k].shard);
     }
     free(gb->b);
     free(gb->bucket_of);
@@ -86,11 +107,12 @@ void mfi_grad_buckets_free(mfi_grad_buckets *gb)
 }
 
 /* the bucket (comm, dt) being filled, or a new one */
-static bucket *open_bucket(mfi_grad_buckets *gb, int *open, mf_comm *c, mf_dtype dt, int64_t add, int64_t cap)
+static bucket *open_bucket(mfi_grad_buckets *gb, int *open, mf_comm *c, mf_dtype dt, int64_t add, int64_t cap,
+                           bool zero)
 {
     for (int k = 0; k < gb->nb; k++) {
         bucket *b = &gb->b[k];
-        if (!open[k] || b->comm != c || b->dt != dt) continue;
+        if (!open[k] || b->comm != c || b->dt != dt || b->zero != zero) continue;
         if (b->numel > 0 && (b->numel + add) * (int64_t)mf_dtype_size(dt) > cap) {
             open[k] = 0;   /* full: the parameter starts the next one */
             continue;
@@ -102,8 +124,35 @@ static bucket *open_bucket(mfi_grad_buckets *gb, int *open, mf_comm *c, mf_dtype
     gb->b = nbk;
     open[gb->nb] = 1;
     bucket *b = &gb->b[gb->nb++];
-    *b = (bucket){.comm = c, .dt = dt};
+    *b = (bucket){.comm = c, .dt = dt, .zero = zero, .n = mfi_comm_size_of(c), .me = mfi_comm_rank_in(c)};
     return b;
+}
+
+/* a ZeRO bucket's rank-by-rank layout */
+static mf_status zero_layout(mf_optim *o, bucket *b)
+{
+    b->counts = calloc((size_t)b->n, sizeof *b->counts);
+    b->pos = malloc((size_t)b->np * (size_t)b->n * sizeof *b->pos + 1);
+    if (!b->counts || !b->pos) MF_FAIL(MF_ERR_NOMEM, "gradient buckets: out of memory");
+    for (int q = 0; q < b->n; q++)
+        for (int s = 0; s < b->np; s++) {
+            int64_t r0, rows;
+            zero_rows(&o->params[b->params[s]], b, q, &r0, &rows);
+            b->counts[q] += rows * o->params[b->params[s]].inner;
+        }
+    for (int q = 0; q < b->n; q++) {
+        int64_t pos = 0;
+        for (int r = 0; r < q; r++) pos += b->counts[r];
+        for (int s = 0; s < b->np; s++) {
+            int64_t r0, rows;
+            b->pos[s * b->n + q] = pos;
+            zero_rows(&o->params[b->params[s]], b, q, &r0, &rows);
+            pos += rows * o->params[b->params[s]].inner;
+        }
+    }
+    b->shard = malloc((size_t)b->counts[b->me] * mf_dtype_size(b->dt) + 1);
+    if (!b->shard) MF_FAIL(MF_ERR_NOMEM, "gradient buckets: out of memory");
+    return MF_OK;
 }
 
 static mf_status build(mf_optim *o, mfi_grad_buckets **out)
@@ -126,7 +175,7 @@ static mf_status build(mf_optim *o, mfi_grad_buckets **out)
         if (!c) continue;
         mf_tensor *l = o->params[i].p->global->local;
         int64_t numel = mf_tensor_numel(l);
-        bucket *b = open_bucket(gb, open, c, l->dtype, numel, cap);
+        bucket *b = open_bucket(gb, open, c, l->dtype, numel, cap, o->params[i].zero);
         int *np = b ? realloc(b->params, (size_t)(b->np + 1) * sizeof *np) : NULL;
         if (np) b->params = np;
         int64_t *no = np ? realloc(b->off, (size_t)(b->np + 1) * sizeof *no) : NULL;
@@ -144,6 +193,7 @@ static mf_status build(mf_optim *o, mfi_grad_buckets **out)
     for (int k = 0; st == MF_OK && k < gb->nb; k++) {
         gb->b[k].buf = malloc((size_t)gb->b[k].numel * mf_dtype_size(gb->b[k].dt) + 1);
         if (!gb->b[k].buf) st = mfi_error(MF_ERR_NOMEM, "gradient buckets: out of memory");
+        if (st == MF_OK && gb->b[k].zero) st = zero_layout(o, &gb->b[k]);
     }
     free(open);
     if (st != MF_OK) {
@@ -159,12 +209,19 @@ static mf_status build(mf_optim *o, mfi_grad_buckets **out)
 static mf_status pack(mfi_grad_buckets *gb, int i)
 {
     bucket *b = &gb->b[gb->bucket_of[i]];
-    mf_tensor *l = gb->o->params[i].p->global->local;
+    const mfi_opt_param *p = &gb->o->params[i];
+    mf_tensor *l = p->p->global->local;
     size_t es = mf_dtype_size(b->dt);
-    char *dst = (char *)b->buf + (size_t)b->off[gb->slot_of[i]] * es;
+    int slot = gb->slot_of[i];
+    char *dst = (char *)b->buf + (size_t)b->off[slot] * es;
     int64_t numel = mf_tensor_numel(l);
     if (!l->grad) {
-        memset(dst, 0, (size_t)numel * es);
+        if (!b->zero) memset(dst, 0, (size_t)numel * es);
+        for (int q = 0; b->zero && q < b->n; q++) {
+            int64_t r0, rows;
+            zero_rows(p, b, q, &r0, &rows);
+            memset((char *)b->buf + (size_t)b->pos[slot * b->n + q] * es, 0, (size_t)(rows * p->inner) * es);
+        }
         return MF_OK;
     }
     mf_tensor *g = mfi_contiguous_raw(l->grad);
@@ -172,16 +229,35 @@ static mf_status pack(mfi_grad_buckets *gb, int i)
     mf_status st = mf_tensor_dtype(g) == b->dt && mf_tensor_numel(g) == numel
                        ? MF_OK
                        : mfi_error(MF_ERR_INTERNAL, "gradient of '%s' does not match its parameter", gb->o->params[i].name);
-    if (st == MF_OK) memcpy(dst, mf_tensor_data(g), (size_t)numel * es);
+    if (st == MF_OK && !b->zero) memcpy(dst, mf_tensor_data(g), (size_t)numel * es);
+    for (int q = 0; st == MF_OK && b->zero && q < b->n; q++) {   /* rank q's rows, in rank q's part */
+        int64_t r0, rows;
+        zero_rows(p, b, q, &r0, &rows);
+        memcpy((char *)b->buf + (size_t)b->pos[slot * b->n + q] * es,
+               (const char *)mf_tensor_data(g) + (size_t)(r0 * p->inner) * es, (size_t)(rows * p->inner) * es);
+    }
     mf_tensor_destroy(g);
     return st;
+}
+
+/* starts bucket b's sum: an allreduce, or for ZeRO a reduce-scatter */
+static mf_status start_one(bucket *b)
+{
+    if (b->zero) return mfi_ireduce_scatter(b->comm, b->buf, b->shard, b->counts, b->dt, &b->req);
+    return mfi_iallreduce(b->comm, b->buf, b->numel, b->dt, MF_COLL_AUTO, &b->req);
+}
+
+static mf_status sum_blocking(bucket *b)
+{
+    if (b->zero) return mfi_reduce_scatter(b->comm, b->buf, b->shard, b->counts, b->dt);
+    return mfi_allreduce(b->comm, b->buf, b->buf, b->numel, b->dt);
 }
 
 static void start_ready(mfi_grad_buckets *gb)
 {
     while (!gb->dirty && gb->next < gb->nb && gb->b[gb->next].nready == gb->b[gb->next].np) {
         bucket *b = &gb->b[gb->next];
-        if (mfi_iallreduce(b->comm, b->buf, b->numel, b->dt, MF_COLL_AUTO, &b->req) != MF_OK) {
+        if (start_one(b) != MF_OK) {
             gb->dirty = true;   /* the sync redoes it, blocking, and reports */
             return;
         }
@@ -238,6 +314,10 @@ static mf_status unpack(mfi_grad_buckets *gb, int k)
         mfi_opt_param *p = &gb->o->params[b->params[s]];
         mf_tensor *l = p->p->global->local;
         if (!l->grad) continue;   /* no gradient on this rank: as unbucketed, none after */
+        if (b->zero) {   /* the summed rows stay in the shard; the P gradient stays as it is */
+            p->zgrad = (char *)b->shard + (size_t)(b->pos[s * b->n + b->me] - b->pos[b->me]) * es;
+            continue;
+        }
         /* a fresh tensor: the old gradient's storage may be shared */
         mf_tensor *g = mfi_tensor_new(b->dt, l->ndim, l->shape);
         if (!g) return mf_last_status();
@@ -262,7 +342,7 @@ static mf_status finish(mfi_grad_buckets *gb)
             if (gb->bucket_of[i] >= 0) st = pack(gb, i);
         for (int k = 0; k < gb->nb; k++) {
             bucket *b = &gb->b[k];
-            mf_status s = st == MF_OK ? mfi_allreduce(b->comm, b->buf, b->buf, b->numel, b->dt) : st;
+            mf_status s = st == MF_OK ? sum_blocking(b) : st;
             if (s == MF_OK) s = unpack(gb, k);
             if (st == MF_OK) st = s;
         }
@@ -284,7 +364,7 @@ static mf_status finish(mfi_grad_buckets *gb)
         b->req = NULL;
         if (mf_trace_enabled()) {
             char name[64];
-            snprintf(name, sizeof name, "allreduce bucket %d (%.2f MiB)", k,
+            snprintf(name, sizeof name, "%s bucket %d (%.2f MiB)", b->zero ? "reduce-scatter" : "allreduce", k,
                      (double)b->numel * (double)mf_dtype_size(b->dt) / 1048576.0);
             mf_trace_span(name, "comm", 1, t0, t1);
         }
@@ -298,6 +378,7 @@ static mf_status finish(mfi_grad_buckets *gb)
 
 mf_status mfi_grad_buckets_prepare(mf_optim *o)
 {
+    for (int i = 0; i < o->n; i++) o->params[i].zgrad = NULL;
     if (o->bucket_mb <= 0) return MF_OK;
     if (!o->buckets) MF_TRY(build(o, &o->buckets));
     if (o->buckets->active) MF_TRY(finish(o->buckets));   /* a backward without a step: drop nothing */
@@ -329,7 +410,8 @@ mf_status mf_optim_sync_grads(mf_optim *o)
     mfi_grad_buckets *gb = o->buckets;
     mf_status st = MF_OK;
     if (gb && gb->active) st = finish(gb);
-    else if (o->bucket_mb > 0) {   /* no backward hook this round (grads set by hand) */
+    else if (o->bucket_mb > 0 || o->zero) {   /* no backward hook this round (grads set by hand, or
+                                                  ZeRO without overlap) */
         if (!gb) MF_TRY(build(o, &o->buckets));
         gb = o->buckets;
         bool fresh = false, synced = false;   /* the same on every rank: same program */
@@ -342,9 +424,10 @@ mf_status mf_optim_sync_grads(mf_optim *o)
             st = finish(gb);
         }
     }
-    if (gb) arm(gb);
+    if (gb && o->bucket_mb > 0) arm(gb);
     /* the rest one by one, in reverse order */
-    for (int i = o->n - 1; i >= 0 && st == MF_OK; i--) st = mfi_grad_sync_one(o->params[i].p);
+    for (int i = o->n - 1; i >= 0 && st == MF_OK; i--)
+        if (!o->params[i].zgrad) st = mfi_grad_sync_one(o->params[i].p);
     return st;
 }
 
@@ -362,4 +445,49 @@ mf_status mf_optim_set_bucket_mb(mf_optim *o, double mb)
 mf_status mfi_grad_buckets_flush(void)
 {
     return armed && armed->active ? finish(armed) : MF_OK;
+}
+
+void mfi_grad_buckets_scaled(double coef)
+{
+    for (int k = 0; armed && k < armed->nb; k++) {
+        bucket *b = &armed->b[k];
+        int64_t n = b->zero ? b->counts[b->me] : 0;
+        if (b->dt == MF_F32)
+            for (int64_t i = 0; i < n; i++) ((float *)b->shard)[i] *= (float)coef;
+        else if (b->dt == MF_F64)
+            for (int64_t i = 0; i < n; i++) ((double *)b->shard)[i] *= coef;
+    }
+}
+
+mf_status mfi_zero_gather(mf_optim *o)
+{
+    mfi_grad_buckets *gb = o->buckets;
+    mf_status st = MF_OK;
+    for (int k = 0; gb && k < gb->nb && st == MF_OK; k++) {
+        bucket *b = &gb->b[k];
+        bool any = false;   /* the same on every rank */
+        for (int s = 0; s < b->np; s++) any |= o->params[b->params[s]].zgrad != NULL;
+        if (!b->zero || !any) continue;
+        size_t es = mf_dtype_size(b->dt);
+        for (int s = 0; s < b->np; s++) {   /* this rank's updated rows into its part */
+            const mfi_opt_param *p = &o->params[b->params[s]];
+            memcpy((char *)b->shard + (size_t)(b->pos[s * b->n + b->me] - b->pos[b->me]) * es,
+                   (const char *)mf_tensor_data(p->p->global->local) + (size_t)(p->row0 * p->inner) * es,
+                   (size_t)(p->rows * p->inner) * es);
+        }
+        st = mfi_allgather(b->comm, b->shard, b->buf, b->counts, b->dt);
+        for (int s = 0; s < b->np && st == MF_OK; s++) {   /* every rank's rows back into the parameters */
+            mfi_opt_param *p = &o->params[b->params[s]];
+            mf_tensor *l = p->p->global->local;
+            for (int q = 0; q < b->n; q++) {
+                int64_t r0, rows;
+                zero_rows(p, b, q, &r0, &rows);
+                memcpy((char *)mf_tensor_data(l) + (size_t)(r0 * p->inner) * es,
+                       (const char *)b->buf + (size_t)b->pos[s * b->n + q] * es, (size_t)(rows * p->inner) * es);
+            }
+            mfi_bump_version(l);
+        }
+    }
+    for (int i = 0; i < o->n; i++) o->params[i].zgrad = NULL;
+    return st;
 }

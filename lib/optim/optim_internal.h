@@ -9,6 +9,7 @@
 #define MPIFLOW_LIB_OPTIM_INTERNAL_H
 
 #include "lib/internal.h"
+#include "collectives/coll.h"
 
 #define MFI_OPT_MAX_STATE 3
 
@@ -17,6 +18,13 @@ typedef struct mfi_opt_param {
     mf_tensor *p;
     mf_tensor *state[MFI_OPT_MAX_STATE];
     int64_t step;
+    /* ZeRO-1 (zero.c): this rank updates rows [row0, row0 + rows) of
+     * the parameter's first axis (inner elements per row), with state of
+     * that shape; zgrad points at the summed gradient of those rows
+     * after the sync (in its bucket), NULL before. */
+    bool zero;
+    int64_t row0, rows, inner;
+    void *zgrad;
 } mfi_opt_param;
 
 struct mf_optim {
@@ -37,6 +45,7 @@ struct mf_optim {
     bool uses[MFI_OPT_MAX_STATE];
     mf_status (*update)(mf_optim *o, mfi_opt_param *p, mfi_view *param, mfi_view *grad, mfi_view *state);
     double bucket_mb;    /* gradient bucket size; 0: no buckets */
+    int zero;            /* ZeRO stage (0 or 1) */
     struct mfi_grad_buckets *buckets;   /* built on first use (grad_sync.c) */
 };
 
@@ -48,6 +57,26 @@ mf_status mfi_grad_buckets_prepare(mf_optim *o);
 /* Finishes the hooked buckets' round, if one is open: gradients are
  * synced after it (mf_clip_grad_norm calls it first). Collective. */
 mf_status mfi_grad_buckets_flush(void);
+/* After mf_clip_grad_norm scaled the gradients by coef: the ZeRO shards
+ * the flush made are scaled too. */
+void mfi_grad_buckets_scaled(double coef);
+
+/* ---- ZeRO-1 (zero.c) */
+/* The communicator over which parameter i's state is split, or NULL
+ * when it is not (only B parameters on 1-D placements are). */
+mf_comm *mfi_zero_comm(const mf_optim *o, int i);
+/* A zero state tensor for parameter i: the shard's shape under ZeRO,
+ * else the local piece's. */
+mf_tensor *mfi_optim_state_new(mf_optim *o, int i);
+/* The state's nd-SBP as a global tensor: S(0) under ZeRO, else the
+ * parameter's. */
+mf_nd_sbp mfi_optim_state_sbp(const mf_optim *o, int i);
+/* The ZeRO part of mf_optim_step: update the shards, then allgather the
+ * parameters (collective over the buckets' communicators). */
+mf_status mfi_zero_step(mf_optim *o);
+/* Allgathers the ZeRO buckets' updated rows into every rank's
+ * parameters (grad_sync.c). */
+mf_status mfi_zero_gather(mf_optim *o);
 
 /* A new optimizer over params with the given state names (unused ones
  * NULL); NULL with an error on failure. */

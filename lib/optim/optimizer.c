@@ -66,6 +66,7 @@ mf_status mf_optim_step(mf_optim *o)
     MF_TRY(mf_optim_sync_grads(o));
     for (int i = 0; i < o->n; i++) {
         mfi_opt_param *p = &o->params[i];
+        if (p->zero) continue;   /* its rows, below */
         /* global parameters: update the local piece with its synced gradient */
         mf_tensor *pt = mfi_local_piece(p->p);
         if (!pt) continue;
@@ -80,7 +81,7 @@ mf_status mf_optim_step(mf_optim *o)
         for (int k = 0; k < o->nstate && st == MF_OK; k++) {
             if (!o->uses[k]) continue;
             if (!p->state[k]) {
-                p->state[k] = mf_zeros_like(pt);
+                p->state[k] = mfi_optim_state_new(o, i);
                 if (!p->state[k]) st = mf_last_status();
                 else {
                     char nm[512];
@@ -99,6 +100,7 @@ mf_status mf_optim_step(mf_optim *o)
         mf_tensor_destroy(gc);
         if (st != MF_OK) return mfi_error_context("%s: parameter '%s'", o->type, p->name);
     }
+    if (o->zero) MF_TRY(mfi_zero_step(o));
     o->steps++;
     return MF_OK;
 }
