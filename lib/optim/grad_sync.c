@@ -417,7 +417,8 @@ mf_status mf_optim_sync_grads(mf_optim *o)
         bool fresh = false, synced = false;   /* the same on every rank: same program */
         for (int i = 0; i < o->n; i++) {
             const mf_tensor *l = gb->bucket_of[i] >= 0 ? o->params[i].p->global->local : NULL;
-            if (l && l->grad) fresh |= !l->grad_synced, synced |= l->grad_synced;
+            bool done = l && (l->grad_synced || o->params[i].zgrad);   /* ZeRO shards: summed already */
+            if (l && l->grad) fresh |= !done, synced |= done;
         }
         if (fresh && !synced) {   /* sum them bucketed; a mix goes one by one below */
             gb->dirty = true;
