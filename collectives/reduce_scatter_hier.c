@@ -59,57 +59,76 @@ static mf_status peer_pieces(const mf_comm *c, const mfi_hier *h, const int64_t 
     return MF_OK;
 }
 
+/* What both collectives need for one round: the window half, the whole
+ * buffer's size, this local rank's pieces in node order, and a scratch
+ * buffer for them; h NULL when the flat algorithm must run. */
+typedef struct round {
+    mfi_hier *h;
+    size_t es, half;
+    int64_t all;         /* elements in the whole buffer */
+    int64_t *pc, *po;    /* per node: piece count and offset in the buffer */
+    int64_t mine;        /* elements of those pieces */
+    char *tmp;
+} round;
+
+static mf_status round_start(mf_comm *c, const int64_t *counts, mf_dtype dt, const char *what, round *rd)
+{
+    *rd = (round){.es = mf_dtype_size(dt)};
+    for (int r = 0; r < c->size; r++) rd->all += counts[r];
+    MF_TRY(round_half(c, (size_t)rd->all * rd->es, &rd->h, &rd->half));
+    if (!rd->h) return MF_OK;
+    MF_TRY(peer_pieces(c, rd->h, counts, &rd->pc, &rd->po, &rd->mine));
+    rd->tmp = mfi_comm_scratch(c, (size_t)rd->mine * rd->es + 1);
+    return rd->tmp ? MF_OK : mfi_error(MF_ERR_NOMEM, "%s (hierarchical): out of memory", what);
+}
+
+static void round_end(mf_comm *c, round *rd)
+{
+    if (rd->pc) free(rd->pc - c->size);   /* peer_pieces' one allocation */
+}
+
 mf_status mfi_reduce_scatter_hier(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
-    size_t es = mf_dtype_size(dt), half = 0;
-    int64_t all = 0;
-    for (int r = 0; r < c->size; r++) all += counts[r];
-    mfi_hier *h;
-    MF_TRY(round_half(c, (size_t)all * es, &h, &half));
-    if (!h) return mfi_reduce_scatter_flat(c, send, recv, counts, dt);
-    int64_t *pc, *po, mine;
-    MF_TRY(peer_pieces(c, h, counts, &pc, &po, &mine));
-    int64_t *base = pc - c->size;
-    char *tmp = mfi_comm_scratch(c, (size_t)mine * es + 1);
-    mf_status st = tmp ? MF_OK : mfi_error(MF_ERR_NOMEM, "reduce-scatter (hierarchical): out of memory");
+    round rd;
+    mf_status st = round_start(c, counts, dt, "reduce-scatter", &rd);
+    if (st == MF_OK && !rd.h) return mfi_reduce_scatter_flat(c, send, recv, counts, dt);
+    mfi_hier *h = rd.h;
+    size_t es = rd.es;
+    if (!h) return st;
     /* every rank reaches the sync, so none waits forever on a failed one */
-    memcpy(h->seg[h->local] + half, send, (size_t)all * es);
+    memcpy(h->seg[h->local] + rd.half, send, (size_t)rd.all * es);
     mf_status sync = mfi_hier_sync(h);
     if (st == MF_OK) st = sync;
     int64_t at = 0;   /* where node p's piece goes in tmp */
-    for (int p = 0; st == MF_OK && p < h->nnodes; at += pc[p], p++) {
-        char *d = tmp + (size_t)at * es;
-        memcpy(d, h->seg[0] + half + (size_t)po[p] * es, (size_t)pc[p] * es);
-        for (int j = 1; j < h->local_size; j++) mfi_sum_into(d, h->seg[j] + half + (size_t)po[p] * es, pc[p], dt);
+    for (int p = 0; st == MF_OK && p < h->nnodes; at += rd.pc[p], p++) {
+        char *d = rd.tmp + (size_t)at * es;
+        memcpy(d, h->seg[0] + rd.half + (size_t)rd.po[p] * es, (size_t)rd.pc[p] * es);
+        for (int j = 1; j < h->local_size; j++)
+            mfi_sum_into(d, h->seg[j] + rd.half + (size_t)rd.po[p] * es, rd.pc[p], dt);
     }
-    if (st == MF_OK) st = h->nnodes > 1 ? mfi_reduce_scatter_flat(&h->peers, tmp, recv, pc, dt)
-                                        : (memcpy(recv, tmp, (size_t)mine * es), MF_OK);
-    free(base);
+    if (st == MF_OK) st = h->nnodes > 1 ? mfi_reduce_scatter_flat(&h->peers, rd.tmp, recv, rd.pc, dt)
+                                        : (memcpy(recv, rd.tmp, (size_t)rd.mine * es), MF_OK);
+    round_end(c, &rd);
     return st;
 }
 
 mf_status mfi_allgather_hier(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
-    size_t es = mf_dtype_size(dt), half = 0;
-    int64_t all = 0;
-    for (int r = 0; r < c->size; r++) all += counts[r];
-    mfi_hier *h;
-    MF_TRY(round_half(c, (size_t)all * es, &h, &half));
-    if (!h) return mfi_allgather_flat(c, send, recv, counts, dt);
-    int64_t *pc, *po, mine;
-    MF_TRY(peer_pieces(c, h, counts, &pc, &po, &mine));
-    int64_t *base = pc - c->size;
-    char *tmp = mfi_comm_scratch(c, (size_t)mine * es + 1);
-    mf_status st = tmp ? MF_OK : mfi_error(MF_ERR_NOMEM, "allgather (hierarchical): out of memory");
-    if (st == MF_OK) st = h->nnodes > 1 ? mfi_allgather_flat(&h->peers, send, tmp, pc, dt)
-                                        : (memcpy(tmp, send, (size_t)mine * es), MF_OK);
-    char *image = h->seg[0] + half;
+    round rd;
+    mf_status st = round_start(c, counts, dt, "allgather", &rd);
+    if (st == MF_OK && !rd.h) return mfi_allgather_flat(c, send, recv, counts, dt);
+    mfi_hier *h = rd.h;
+    size_t es = rd.es;
+    if (!h) return st;
+    if (st == MF_OK) st = h->nnodes > 1 ? mfi_allgather_flat(&h->peers, send, rd.tmp, rd.pc, dt)
+                                        : (memcpy(rd.tmp, send, (size_t)rd.mine * es), MF_OK);
+    char *image = h->seg[0] + rd.half;
     int64_t at = 0;
-    for (int p = 0; st == MF_OK && p < h->nnodes; at += pc[p], p++)
-        memcpy(image + (size_t)po[p] * es, tmp + (size_t)at * es, (size_t)pc[p] * es);
+    for (int p = 0; st == MF_OK && p < h->nnodes; at += rd.pc[p], p++)
+        memcpy(image + (size_t)rd.po[p] * es, rd.tmp + (size_t)at * es, (size_t)rd.pc[p] * es);
     mf_status sync = mfi_hier_sync(h);
     if (st == MF_OK) st = sync;
-    if (st == MF_OK) memcpy(recv, image, (size_t)all * es);
-    free(base);
+    if (st == MF_OK) memcpy(recv, image, (size_t)rd.all * es);
+    round_end(c, &rd);
     return st;
 }
