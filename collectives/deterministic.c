@@ -18,6 +18,7 @@
  * Cost: (n-1) alpha + (V/n)(n-1)/n m beta for the all-to-all, plus the
  * allgather's (n-1)/n m beta; (V/n) m gamma.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "collectives/coll_algo.h"
@@ -25,7 +26,7 @@
 
 bool mfi_coll_deterministic(void)
 {
-    static int on = -1;
+    static _Atomic int on = -1;   /* read by the progress thread too */
     if (on < 0) {
         const char *e = getenv("MF_DETERMINISTIC");
         on = e && *e && strcmp(e, "0") != 0;

@@ -8,6 +8,7 @@
  * several nodes, and message size; it follows the measurements in
  * doc/performance.md (mpiflow-bench allreduce|reduce_scatter|allgather).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "collectives/coll_algo.h"
@@ -51,7 +52,7 @@ static mf_status check_algo(mfi_coll_op op, mf_coll_algo a, const char *where)
 /* The op's variable, read once: MF_COLL_AUTO when unset. */
 static mf_status forced(mfi_coll_op op, mf_coll_algo *out)
 {
-    static int cached[MFI_COLL_OPS] = {-1, -1, -1};
+    static _Atomic int cached[MFI_COLL_OPS] = {-1, -1, -1};   /* read by the progress thread too */
     if (cached[op] < 0) {
         mf_coll_algo a = MF_COLL_AUTO;
         const char *e = getenv(env_names[op]);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <time.h>
 #include "lib/internal.h"
+#include "collectives/coll.h"
 #include "collectives/comm.h"
 
 static int init_count;
@@ -53,6 +54,7 @@ mf_status mf_finalize(void)
 {
     if (init_count == 0) return MF_OK;
     if (--init_count > 0) return MF_OK;
+    mfi_request_shutdown();   /* the progress thread, before the communicators go */
     mfi_alloc_shutdown();
     mfi_global_teardown();
     mfi_comm_world_teardown();

@@ -4,7 +4,7 @@
 #   train with the losses of one sync per parameter, on 2 and 3 ranks;
 # - a ZeRO-1 checkpoint holds the optimizer state S(0), equals plain DP's
 #   checkpoint (mpiflow-ckpt diff), and resumes on 1 rank without ZeRO
-#   with the straight run's losses;
+#   with the straight run's losses; plain DP's resumes under ZeRO-1;
 # - --trace writes a Chrome trace with every rank's spans and reports the
 #   share of gradient communication hidden behind backward;
 # - bad --bucket-mb and --zero values are refused on every rank.
@@ -52,6 +52,11 @@ run_train 1 $mlp --steps 36 --resume "$T/zero.h5" --metrics "$T/resumed.csv" >/d
 tail -12 "$T/straight.csv" >"$T/straight12.csv"
 sed -i '1i step' "$T/straight12.csv"
 same "$T/straight12.csv" "$T/resumed.csv" "ZeRO-1 on 3 ranks, resumed on 1"
+# and the other way: plain DP's checkpoint from 3 ranks resumed under ZeRO-1 on 2
+# shellcheck disable=SC2086
+run_train 2 $mlp --steps 36 --zero 1 --resume "$T/plain.h5" --metrics "$T/resumed2.csv" >/dev/null
+[ "$rc" -eq 0 ] || fail "resuming plain DP's checkpoint under ZeRO-1 on 2 ranks: exit $rc"
+same "$T/straight12.csv" "$T/resumed2.csv" "plain DP on 3 ranks, resumed under ZeRO-1 on 2"
 
 # --trace: a Chrome trace with every rank's spans and the hidden share
 "$MPIEXEC" -n 2 "$top_builddir/mpiflow-train" --model lenet --dataset synthetic --synthetic-size 640,64 --steps 6 \
