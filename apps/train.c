@@ -407,7 +407,12 @@ int main(int argc, char **argv)
     char err[512];
     int pr = train_opts_parse(argc, argv, &r.o, err, sizeof err);
     if (pr == 1) return 0;
-    if (mf_init(&argc, &argv) != MF_OK) {
+    mf_status ist = mf_init(&argc, &argv);
+    if (ist == MF_ERR_ARG) {   /* a bad MF_* environment variable */
+        fprintf(stderr, "mpiflow-train: error: %s\n", mf_last_error());
+        return EXIT_BAD_INPUT;
+    }
+    if (ist != MF_OK) {
         fprintf(stderr, "mpiflow-train: error: cannot start MPI: %s\n", mf_last_error());
         return 1;
     }

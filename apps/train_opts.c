@@ -78,6 +78,13 @@ void train_opts_usage(FILE *f)
         "                             prints how much communication backward hid\n"
         "  --help, --version\n"
         "\n"
+        "environment (doc/collectives.md):\n"
+        "  MF_ALLREDUCE_ALGO=mpi|ring|rhd|hier, MF_REDUCE_SCATTER_ALGO=, MF_ALLGATHER_ALGO=\n"
+        "                             force a collective algorithm (default: by size and topology)\n"
+        "  MF_DETERMINISTIC=1         sum allreduces and reduce-scatters in rank order\n"
+        "  MF_RANKS_PER_NODE=k        treat every k ranks as one node (test hierarchical paths)\n"
+        "  MF_BIND=none               do not bind ranks to cores\n"
+        "\n"
         "The last line printed starts with 'final' and holds test_accuracy= and test_loss=.\n"
         "Exit status: 0 on success, 2 on bad input (flags, data files), 1 on other failures.\n",
         f);

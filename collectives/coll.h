@@ -59,6 +59,9 @@ bool mfi_test(mfi_request *r);
 mf_status mfi_wait(mfi_request *r);
 /* mfi_wait, and when the collective ran (mf_time's clock, for traces). */
 mf_status mfi_wait_times(mfi_request *r, double *t_start, double *t_end);
+/* Checks MF_ALLREDUCE_ALGO, MF_REDUCE_SCATTER_ALGO and MF_ALLGATHER_ALGO
+ * (mf_init), so a bad value fails at start-up, not at the first call. */
+mf_status mfi_coll_check_env(void);
 /* Finishes queued requests and stops the progress thread (mf_finalize). */
 void mfi_request_shutdown(void);
 

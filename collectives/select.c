@@ -67,6 +67,13 @@ static mf_status forced(mfi_coll_op op, mf_coll_algo *out)
     return MF_OK;
 }
 
+mf_status mfi_coll_check_env(void)
+{
+    mf_coll_algo a;
+    for (int op = 0; op < MFI_COLL_OPS; op++) MF_TRY(forced((mfi_coll_op)op, &a));
+    return MF_OK;
+}
+
 /* The table: the first rule that matches wins. From mpiflow-bench on
  * this machine type (doc/performance.md, 2 cores):
  * - 2 ranks: halving-doubling and the ring beat MPICH's allreduce by

@@ -38,6 +38,17 @@ mf_status mf_init(int *argc, char ***argv)
     if (init_count++ > 0) return MF_OK;
     mf_status st = mfi_mpi_init(argc, argv, &mpi_started);
     if (st == MF_OK) st = mfi_comm_world_setup();
+    if (st == MF_OK) {   /* a bad MF_*_ALGO fails here, on every rank */
+        mf_status env = mfi_coll_check_env();
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", env != MF_OK ? mf_last_error() : "");
+        st = mfi_comm_agree(env, msg);
+        if (st != MF_OK) {
+            mfi_comm_world_teardown();
+            if (mpi_started) mfi_mpi_finalize();
+            mpi_started = false;
+        }
+    }
     if (st != MF_OK) {
         init_count = 0;
         return st;

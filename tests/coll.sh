@@ -38,8 +38,15 @@ suite 4 test_global MF_RANKS_PER_NODE=2 MF_ALLREDUCE_ALGO=hier MF_REDUCE_SCATTER
 # a forced algorithm the collective does not have is an error on every rank
 env MF_REDUCE_SCATTER_ALGO=rhd MF_NP=2 timeout 300 "$top_srcdir/tests/mpirun.sh" "$top_builddir/tests/test_global" \
     >"$TMPDIR_TEST/out" 2>&1 && fail "MF_REDUCE_SCATTER_ALGO=rhd was accepted"
-grep -q "MF_REDUCE_SCATTER_ALGO: reduce-scatter has no 'rhd' algorithm" "$TMPDIR_TEST/out" ||
-    { cat "$TMPDIR_TEST/out"; fail "MF_REDUCE_SCATTER_ALGO=rhd: no clear message"; }
+[ "$(grep -c "MF_REDUCE_SCATTER_ALGO: reduce-scatter has no 'rhd' algorithm" "$TMPDIR_TEST/out")" -eq 2 ] ||
+    { cat "$TMPDIR_TEST/out"; fail "MF_REDUCE_SCATTER_ALGO=rhd: no clear message on both ranks"; }
+# a bad value stops mpiflow-train at start-up: exit 2, the message on every rank
+MF_ALLREDUCE_ALGO=butterfly "$MPIEXEC" -n 2 "$top_builddir/mpiflow-train" --dataset synthetic --steps 2 --no-eval \
+    >"$TMPDIR_TEST/out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || { cat "$TMPDIR_TEST/out"; fail "MF_ALLREDUCE_ALGO=butterfly: exit $rc, not 2"; }
+[ "$(grep -c "MF_ALLREDUCE_ALGO='butterfly' is not one of auto, mpi, ring, rhd, hier" "$TMPDIR_TEST/out")" -eq 2 ] ||
+    { cat "$TMPDIR_TEST/out"; fail "MF_ALLREDUCE_ALGO=butterfly: no clear message on both ranks"; }
 # topology: 4 ranks as 2 emulated nodes of 2, and 3 ranks as nodes of 2 and 1
 "$MPIEXEC" -n 4 -genv MF_RANKS_PER_NODE 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1 ||
     fail "mpiflow-bench topo: exit $?"
