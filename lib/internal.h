@@ -59,6 +59,8 @@ mf_status mfi_global_set_grad(mf_tensor *t, mf_tensor *grad);
 mf_status mfi_global_backward(mf_tensor *out, mf_tensor *grad, bool retain);
 mf_tensor *mfi_global_detach(mf_tensor *t);
 bool mfi_global_is_leaf(const mf_tensor *t);
+/* Drops the recorded trace spans (mf_finalize). */
+void mfi_trace_shutdown(void);
 /* A second grad-ready hook, for the gradient buckets (autograd.c). */
 void mfi_autograd_set_sync_hook(mf_grad_ready_fn fn, void *user);
 /* t's local piece if global (NULL outside its placement), else t. */

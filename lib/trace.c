@@ -26,6 +26,14 @@ static int64_t nspans, cap;
 
 bool mf_trace_enabled(void) { return on; }
 
+void mfi_trace_shutdown(void)
+{
+    free(spans);
+    spans = NULL;
+    nspans = cap = 0;
+    on = false;
+}
+
 mf_status mf_trace_enable(bool enable)
 {
     if (enable && !on) {
