@@ -21,5 +21,6 @@
 #include "mpiflow/ckpt.h"
 #include "mpiflow/coll.h"
 #include "mpiflow/trace.h"
+#include "mpiflow/pipeline.h"
 
 #endif

@@ -12,6 +12,7 @@ lib_libmf_core_la_SOURCES = \
 	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c lib/nn/to_global.c \
 	lib/optim/optimizer.c lib/optim/sgd.c lib/optim/rmsprop.c lib/optim/adam.c \
 	lib/optim/schedule.c lib/optim/clip.c lib/optim/grad_sync.c lib/optim/zero.c \
+	lib/pipeline/partition.c \
 	lib/io/idx.c lib/io/dataset.c lib/io/loader.c lib/io/h5util.c lib/io/ckpt.c lib/io/ckpt_file.c \
 	lib/global/placement.c lib/global/sbp.c lib/global/gtensor.c lib/global/boxing.c \
 	lib/global/signature.c lib/global/apply.c lib/global/inplace.c
@@ -21,4 +22,5 @@ noinst_HEADERS += lib/internal.h lib/error.h lib/alloc.h lib/backend.h lib/rng.h
 mpiflowinc_HEADERS += include/mpiflow/status.h include/mpiflow/runtime.h include/mpiflow/tensor.h \
 	include/mpiflow/ops.h include/mpiflow/autograd.h include/mpiflow/nn.h include/mpiflow/optim.h \
 	include/mpiflow/data.h include/mpiflow/models.h \
-	include/mpiflow/global.h include/mpiflow/ckpt.h include/mpiflow/coll.h include/mpiflow/trace.h
+	include/mpiflow/global.h include/mpiflow/ckpt.h include/mpiflow/coll.h include/mpiflow/trace.h \
+	include/mpiflow/pipeline.h

@@ -1,0 +1,116 @@
+/*
+ * tests/test_pipeline.c - cutting a Sequential into pipeline stages:
+ * the balanced cut is the best one (against every cut, by brute force),
+ * explicit cuts parse, and bad requests say what is wrong.
+ */
+#include <stdlib.h>
+#include "tests/test_util.h"
+
+/* Linear layers of the given widths with a ReLU after each */
+static mf_module *chain(int n, const int64_t *widths)
+{
+    mf_module *m = mf_sequential_create();
+    for (int i = 0; i + 1 < n; i++) {
+        ck_assert_ok(mf_sequential_add(m, NULL, mf_linear_create(widths[i], widths[i + 1], true)));
+        ck_assert_ok(mf_sequential_add(m, NULL, mf_relu_create()));
+    }
+    return m;
+}
+
+/* the heaviest stage of a cut, and its most children */
+static void weigh(const mf_module *m, int P, const int *first, int64_t *heavy, int *layers)
+{
+    *heavy = 0;
+    *layers = 0;
+    for (int s = 0; s < P; s++) {
+        int64_t w = 0;
+        for (int i = first[s]; i < first[s + 1]; i++) w += mf_module_num_parameters(mf_module_child_at(m, i));
+        if (w > *heavy) *heavy = w;
+        if (first[s + 1] - first[s] > *layers) *layers = first[s + 1] - first[s];
+    }
+}
+
+/* the lightest heaviest stage over every cut into P stages */
+static int64_t brute(const mf_module *m, int n, int P, int *first, int s, int64_t best)
+{
+    if (s == P) {
+        first[P] = n;
+        int64_t h;
+        int l;
+        weigh(m, P, first, &h, &l);
+        return h < best ? h : best;
+    }
+    for (int c = first[s - 1] + 1; c <= n - (P - s); c++) {
+        first[s] = c;
+        best = brute(m, n, P, first, s + 1, best);
+    }
+    return best;
+}
+
+START_TEST(test_balance_is_optimal)
+{
+    const int64_t widths[][6] = {{8, 64, 64, 8, 4, 2}, {100, 2, 2, 2, 50, 3}, {5, 5, 5, 5, 5, 5}, {3, 300, 1, 300, 3, 7}};
+    for (int k = 0; k < 4; k++) {
+        mf_module *m = chain(6, widths[k]);
+        int n = mf_module_num_children(m);
+        ck_assert_int_eq(n, 10);
+        for (int P = 1; P <= n; P++) {
+            int first[MF_MAX_STAGES + 1], f2[MF_MAX_STAGES + 1] = {0};
+            ck_assert_ok(mf_pipeline_balance(m, P, first));
+            ck_assert_int_eq(first[0], 0);
+            ck_assert_int_eq(first[P], n);
+            for (int s = 0; s < P; s++) ck_assert_msg(first[s] < first[s + 1], "stage %d of %d is empty", s, P);
+            int64_t heavy;
+            int layers;
+            weigh(m, P, first, &heavy, &layers);
+            int64_t best = brute(m, n, P, f2, 1, INT64_MAX);
+            ck_assert_msg(heavy == best, "model %d, %d stages: heaviest stage %lld, the best cut has %lld", k, P,
+                          (long long)heavy, (long long)best);
+        }
+        mf_module_destroy(m);
+    }
+}
+END_TEST
+
+START_TEST(test_cuts_and_errors)
+{
+    const int64_t w[] = {4, 4, 4, 4};
+    mf_module *m = chain(4, w);   /* 6 children */
+    int P, first[MF_MAX_STAGES + 1];
+    ck_assert_ok(mf_pipeline_parse_cuts(m, "2,4", &P, first));
+    ck_assert_int_eq(P, 3);
+    ck_assert_int_eq(first[1], 2);
+    ck_assert_int_eq(first[2], 4);
+    ck_assert_int_eq(first[3], 6);
+    ck_assert_fails(mf_pipeline_parse_cuts(m, "4,2", &P, first), MF_ERR_ARG, "cut 2 must be greater than 4");
+    ck_assert_fails(mf_pipeline_parse_cuts(m, "6", &P, first), MF_ERR_ARG, "the model has 6 layers");
+    ck_assert_fails(mf_pipeline_parse_cuts(m, "2,x", &P, first), MF_ERR_ARG, "'x' is not a layer index");
+    ck_assert_fails(mf_pipeline_balance(m, 7, first), MF_ERR_ARG, "7 stages for a model of 6 layers");
+    ck_assert_fails(mf_pipeline_balance(m, 0, first), MF_ERR_ARG, "(it takes 1 to 6 stages)");
+    mf_module *lin = mf_linear_create(2, 2, true);
+    ck_assert_fails(mf_pipeline_balance(lin, 1, first), MF_ERR_ARG, "has no layers to cut into stages");
+    mf_module_destroy(lin);
+    /* LeNet in 2 stages: both hold parameters (the dense layer is not alone with everything) */
+    mf_module *lenet = mf_model_lenet(1, 28, 28, 10);
+    ck_assert_nonnull(lenet);
+    ck_assert_ok(mf_pipeline_balance(lenet, 2, first));
+    int64_t heavy;
+    int layers;
+    weigh(lenet, 2, first, &heavy, &layers);
+    ck_assert(heavy < mf_module_num_parameters(lenet));
+    mf_module_destroy(lenet);
+    mf_module_destroy(m);
+}
+END_TEST
+
+Suite *pipeline_suite(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *tc = tcase_create("pipeline");
+    tcase_add_test(tc, test_balance_is_optimal);
+    tcase_add_test(tc, test_cuts_and_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MF_TEST_MAIN(pipeline_suite)
