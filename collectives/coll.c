@@ -153,37 +153,57 @@ mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root)
     return MF_OK;
 }
 
-mf_status mfi_exchange(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
-                       mf_dtype dt)
+struct mfi_xreq {
+    int n;
+    MPI_Request req[];
+};
+
+mf_status mfi_exchange_start(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
+                             mf_dtype dt, int tag, mfi_xreq **out)
 {
+    *out = NULL;
     MF_TRY(check_comm("exchange", c, dt));
-    size_t nreq = (size_t)(nsend + nrecv + 1);
-    MPI_Request *req = malloc(nreq * sizeof *req);
-    MPI_Status *sts = malloc(nreq * sizeof *sts);
-    if (!req || !sts) {
-        free(req);
-        free(sts);
-        MF_FAIL(MF_ERR_NOMEM, "exchange: out of memory");
-    }
-    int nr = 0, rc = MPI_SUCCESS;
+    mfi_xreq *x = malloc(sizeof *x + (size_t)(nsend + nrecv + 1) * sizeof(MPI_Request));
+    if (!x) MF_FAIL(MF_ERR_NOMEM, "exchange: out of memory");
+    x->n = 0;
+    int rc = MPI_SUCCESS;
     mf_status st = MF_OK;
     for (int i = 0; i < nrecv && st == MF_OK; i++) {
         int n = 0;
         st = to_int("exchange", recvs[i].count, &n);
-        if (st == MF_OK) rc = MPI_Irecv(recvs[i].buf, n, mfi_mpi_type(dt), recvs[i].peer, 7, c->comm, &req[nr++]);
+        if (st == MF_OK) rc = MPI_Irecv(recvs[i].buf, n, mfi_mpi_type(dt), recvs[i].peer, tag, c->comm, &x->req[x->n++]);
         if (rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Irecv");
     }
     for (int i = 0; i < nsend && st == MF_OK; i++) {
         int n = 0;
         st = to_int("exchange", sends[i].count, &n);
-        if (st == MF_OK) rc = MPI_Isend(sends[i].buf, n, mfi_mpi_type(dt), sends[i].peer, 7, c->comm, &req[nr++]);
+        if (st == MF_OK) rc = MPI_Isend(sends[i].buf, n, mfi_mpi_type(dt), sends[i].peer, tag, c->comm, &x->req[x->n++]);
         if (rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Isend");
     }
-    rc = MPI_Waitall(nr, req, sts);
-    free(req);
+    if (st != MF_OK) {   /* what was posted still completes: the peers post their halves */
+        mfi_exchange_wait(x);
+        return st;
+    }
+    *out = x;
+    return MF_OK;
+}
+
+mf_status mfi_exchange_wait(mfi_xreq *x)
+{
+    if (!x) return MF_OK;
+    MPI_Status *sts = malloc(((size_t)x->n + 1) * sizeof *sts);
+    int rc = MPI_Waitall(x->n, x->req, sts ? sts : MPI_STATUSES_IGNORE);
     free(sts);
-    if (st == MF_OK && rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Waitall");
-    return st;
+    free(x);
+    return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Waitall");
+}
+
+mf_status mfi_exchange(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
+                       mf_dtype dt)
+{
+    mfi_xreq *x;
+    MF_TRY(mfi_exchange_start(c, sends, nsend, recvs, nrecv, dt, 7, &x));
+    return mfi_exchange_wait(x);
 }
 
 void mfi_pack_axis(const void *src, size_t elsize, int64_t outer, int64_t axis, int64_t inner, int64_t off,

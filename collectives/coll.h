@@ -78,6 +78,17 @@ typedef struct mfi_p2p {
 /* Posts every receive and send, then waits for all of them. */
 mf_status mfi_exchange(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
                        mf_dtype dt);
+/* The same in two halves: start posts every receive and send (with tag)
+ * and returns; wait completes them and frees the request. The buffers
+ * stay untouched in between. Pipeline stages pass activations this way,
+ * on their own communicator (mfi_comm_pipe). */
+typedef struct mfi_xreq mfi_xreq;
+mf_status mfi_exchange_start(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
+                             mf_dtype dt, int tag, mfi_xreq **out);
+mf_status mfi_exchange_wait(mfi_xreq *x);
+/* A duplicate of the world for pipeline transfers, so that their
+ * point-to-point messages never match the boxing path's. */
+mf_comm *mfi_comm_pipe(void);
 
 /* Copies the block [off, off+len) along the middle axis of a row-major
  * [outer, axis, inner] array of elsize-byte elements into the dense

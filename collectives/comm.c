@@ -21,6 +21,8 @@ static int world_rank, world_size = 1, node_rank, node_size = 1;
 static int tnode_id, tnode_count = 1, tnode_rank, tnode_size = 1, emulated;
 
 static char bind_note[128] = "not bound";
+static MPI_Comm pipe_mpi = MPI_COMM_NULL;   /* pipeline transfers (mfi_comm_pipe) */
+static mf_comm pipe_comm = {MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
 static mf_comm world_comm = {MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
 
 mf_status mfi_mpi_fail(int rc, const char *what)
@@ -97,6 +99,9 @@ mf_status mfi_comm_world_setup(void)
     MPI_TRY(MPI_Comm_rank(node, &node_rank));
     MPI_TRY(MPI_Comm_size(node, &node_size));
     world_comm = (mf_comm){world, world_rank, world_size, false, NULL, NULL, NULL, 0};
+    MPI_TRY(MPI_Comm_dup(world, &pipe_mpi));
+    MPI_TRY(MPI_Comm_set_errhandler(pipe_mpi, MPI_ERRORS_RETURN));
+    pipe_comm = (mf_comm){pipe_mpi, world_rank, world_size, false, NULL, NULL, NULL, 0};
     mfi_topo_bind(node_rank, node_size, bind_note, sizeof bind_note);
     return topology_setup();
 }
@@ -104,6 +109,7 @@ mf_status mfi_comm_world_setup(void)
 const char *mfi_comm_bind_note(void) { return bind_note; }
 
 mf_comm *mfi_comm_world(void) { return &world_comm; }
+mf_comm *mfi_comm_pipe(void) { return &pipe_comm; }
 
 mf_status mfi_comm_world_handle(void *out, size_t size)
 {
@@ -125,6 +131,8 @@ void mfi_comm_world_teardown(void)
     if (peers != MPI_COMM_NULL) MPI_Comm_free(&peers);
     if (tnode != MPI_COMM_NULL) MPI_Comm_free(&tnode);
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+    if (pipe_mpi != MPI_COMM_NULL) MPI_Comm_free(&pipe_mpi);
+    pipe_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
     if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
     world_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
     world_rank = node_rank = tnode_id = tnode_rank = emulated = 0;

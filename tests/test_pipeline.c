@@ -1,9 +1,12 @@
 /*
  * tests/test_pipeline.c - cutting a Sequential into pipeline stages:
  * the balanced cut is the best one (against every cut, by brute force),
- * explicit cuts parse, and bad requests say what is wrong.
+ * explicit cuts parse, and bad requests say what is wrong; and the
+ * non-blocking transfers that carry activations and gradients between
+ * stage placements (1 rank in make check, 2-4 ranks in tests/coll.sh).
  */
 #include <stdlib.h>
+#include <string.h>
 #include "tests/test_util.h"
 
 /* Linear layers of the given widths with a ReLU after each */
@@ -103,12 +106,74 @@ START_TEST(test_cuts_and_errors)
 }
 END_TEST
 
+/* Transfers between two stages' placements (the first half of the
+ * ranks and the second; one rank: both the same), several in flight in
+ * both directions as in 1F1B, finished in another order: every value
+ * arrives where the layout says. */
+START_TEST(test_transfers)
+{
+    int n = mf_world_size(), h = n > 1 ? n / 2 : 1, ra[8], rb[8];
+    for (int i = 0; i < h; i++) ra[i] = i;
+    for (int i = 0; i < (n > 1 ? n - h : 1); i++) rb[i] = n > 1 ? h + i : 0;
+    mf_placement *A = mf_placement_create(h, ra, 1, (const int[]){h}, MF_DEV_CPU);
+    mf_placement *B = mf_placement_create(n > 1 ? n - h : 1, rb, 1, (const int[]){n > 1 ? n - h : 1}, MF_DEV_CPU);
+    ck_assert_nonnull(A);
+    ck_assert_nonnull(B);
+    enum { M = 3 };
+    mf_tensor *full[M], *src[M], *back_src[M];
+    mf_transfer *fw[M], *bw[M];
+    const char *fsbp[M] = {"S(0)", "B", "S(1)"}, *tsbp[M] = {"B", "S(0)", "S(0)"};
+    for (int m = 0; m < M; m++) {
+        full[m] = mf_arange(MF_F32, 35);
+        mf_tensor *r = mf_reshape(full[m], 2, (const int64_t[]){7, 5});
+        mf_tensor_destroy(full[m]);
+        full[m] = mf_scale(r, m + 1.0);
+        mf_tensor_destroy(r);
+        src[m] = mf_global_from_full(full[m], A, fsbp[m]);      /* activation of micro-batch m on stage A */
+        back_src[m] = mf_global_from_full(full[m], B, tsbp[m]); /* a gradient on stage B */
+        ck_assert_nonnull(src[m]);
+        ck_assert_nonnull(back_src[m]);
+    }
+    for (int m = 0; m < M; m++) {   /* both directions in flight at once */
+        ck_assert_ok(mf_redistribute_start(src[m], B, tsbp[m], &fw[m]));
+        ck_assert_ok(mf_redistribute_start(back_src[m], A, fsbp[m], &bw[m]));
+    }
+    for (int k = 0; k < M; k++) {
+        int m = M - 1 - k;
+        mf_tensor *got[2] = {mf_transfer_finish(bw[m]), mf_transfer_finish(fw[m])};
+        for (int j = 0; j < 2; j++) {
+            ck_assert_nonnull(got[j]);
+            float v[35], w[35];
+            ck_assert_ok(mf_tensor_copy_out(got[j], MF_F32, v, 35));
+            ck_assert_ok(mf_tensor_copy_out(full[m], MF_F32, w, 35));
+            int bad = memcmp(v, w, sizeof v) != 0;
+            ck_assert_msg(mf_agree(bad ? MF_ERR_INTERNAL : MF_OK) == MF_OK, "transfer %d (%s) arrived wrong", m,
+                          j ? "forward" : "backward");
+            mf_tensor_destroy(got[j]);
+        }
+    }
+    mf_tensor *p = mf_global_from_full(full[0], A, "P");
+    mf_transfer *x = NULL;
+    ck_assert_fails(mf_redistribute_start(p, B, "B", &x), MF_ERR_ARG, "sum a partial tensor first");
+    ck_assert_fails(mf_redistribute_start(full[0], B, "B", &x), MF_ERR_ARG, "the tensor is local");
+    mf_tensor_destroy(p);
+    for (int m = 0; m < M; m++) {
+        mf_tensor_destroy(full[m]);
+        mf_tensor_destroy(src[m]);
+        mf_tensor_destroy(back_src[m]);
+    }
+    mf_placement_destroy(A);
+    mf_placement_destroy(B);
+}
+END_TEST
+
 Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
     TCase *tc = tcase_create("pipeline");
     tcase_add_test(tc, test_balance_is_optimal);
     tcase_add_test(tc, test_cuts_and_errors);
+    tcase_add_test(tc, test_transfers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -101,6 +101,16 @@ MF_API mf_tensor *mf_global_randn(mf_dtype dt, int ndim, const int64_t *shape, c
 MF_API mf_tensor *mf_to_local(mf_tensor *t);
 /* Moves t to another placement and/or nd-SBP; differentiable. */
 MF_API mf_tensor *mf_redistribute(mf_tensor *t, const mf_placement *p, const char *sbp);
+/* Non-blocking redistribution without autograd, for data that crosses
+ * placements on its own (pipeline stages' activations and gradients):
+ * start packs and posts the messages and returns; finish waits, and
+ * returns t's value laid out as sbp on p (metadata only outside p; the
+ * caller owns it). Only S and B layouts: sum a partial tensor first.
+ * Every rank of both placements takes part; start transfers between the
+ * same ranks in the same order on both sides. */
+typedef struct mf_transfer mf_transfer;
+MF_API mf_status mf_redistribute_start(mf_tensor *t, const mf_placement *p, const char *sbp, mf_transfer **out);
+MF_API mf_tensor *mf_transfer_finish(mf_transfer *x);
 /* The whole value as a local tensor on every rank of the world. */
 MF_API mf_tensor *mf_global_gather(mf_tensor *t);
 /* Borrowed placement; nd-SBP as text. Not collective. */

@@ -235,22 +235,55 @@ static void source_coords(const box_attrs *a, const mf_nd_sbp *cur, int r, const
 
 /* t: local piece under cur on src (NULL outside src) -> piece under tgt
  * on dst (NULL outside dst). */
-static mf_status general(const box_attrs *a, const mf_nd_sbp *cur, const mf_nd_sbp *tgt, mf_tensor *t, mf_tensor **out)
+/* One general redistribution in flight: the output piece, the packed
+ * sends and the receive buffers with where they go. */
+typedef struct pending {
+    mf_tensor *o;
+    int nd;
+    size_t es;
+    mfi_box mine;
+    mfi_p2p *sends, *recvs;
+    mfi_box *rboxes;
+    int nsend, nrecv;
+    mfi_xreq *x;
+} pending;
+
+static void pending_free(pending *pd)
+{
+    for (int i = 0; pd->sends && i < pd->nsend; i++) free(pd->sends[i].buf);
+    for (int i = 0; pd->recvs && i < pd->nrecv; i++) free(pd->recvs[i].buf);
+    free(pd->sends);
+    free(pd->recvs);
+    free(pd->rboxes);
+    mf_tensor_destroy(pd->o);
+    memset(pd, 0, sizeof *pd);
+}
+
+/* Packs and posts every transfer of t (cur on src) to tgt on dst over c
+ * with tag: each destination piece gets the intersection of every source
+ * piece with it, copied locally when source and destination are this
+ * rank. */
+static mf_status general_post(const box_attrs *a, const mf_nd_sbp *cur, const mf_nd_sbp *tgt, mf_tensor *t, mf_comm *c,
+                              int tag, pending *pd)
 {
     const mf_placement *S = a->src, *D = a->dst;
     int nd = a->gm.ndim;
     size_t es = mf_dtype_size(a->gm.dtype);
+    memset(pd, 0, sizeof *pd);
+    pd->nd = nd;
+    pd->es = es;
     bool in_src = S->index >= 0 && t, in_dst = D->index >= 0;
-    mfi_box mine = {{0}, {0}}, sb;
+    mfi_box sb;
     if (in_src) mfi_region(&a->gm, cur, S, S->coord, &sb);
-    if (in_dst) mfi_region(&a->gm, tgt, D, D->coord, &mine);
-    mf_tensor *o = in_dst ? mfi_tensor_new(a->gm.dtype, nd, mine.count) : NULL;
-    if (in_dst && !o) return mf_last_status();
-    int cap = 16, nsend = 0, nrecv = 0;
-    mfi_p2p *sends = malloc((size_t)cap * sizeof *sends), *recvs = malloc((size_t)cap * sizeof *recvs);
-    mfi_box *rboxes = malloc((size_t)cap * sizeof *rboxes);
+    if (in_dst) mfi_region(&a->gm, tgt, D, D->coord, &pd->mine);
+    pd->o = in_dst ? mfi_tensor_new(a->gm.dtype, nd, pd->mine.count) : NULL;
+    if (in_dst && !pd->o) return mf_last_status();
+    int cap = 16;
+    pd->sends = malloc((size_t)cap * sizeof *pd->sends);
+    pd->recvs = malloc((size_t)cap * sizeof *pd->recvs);
+    pd->rboxes = malloc((size_t)cap * sizeof *pd->rboxes);
     mf_status st = MF_OK;
-    if (!sends || !recvs || !rboxes) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
+    if (!pd->sends || !pd->recvs || !pd->rboxes) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
     int nsplit = 1, split_dims[MF_MAX_MESH], ns = 0;
     for (int e = 0; e < S->mesh_ndim; e++)
         if (cur->d[e].kind == MF_SBP_S) {
@@ -278,51 +311,68 @@ static mf_status general(const box_attrs *a, const mf_nd_sbp *cur, const mf_nd_s
             int64_t n = prod(ib.count, 0, nd), so[MF_MAX_DIMS], doff[MF_MAX_DIMS], zero[MF_MAX_DIMS] = {0};
             for (int i = 0; i < nd; i++) {
                 so[i] = ib.start[i] - sb.start[i];
-                doff[i] = ib.start[i] - mine.start[i];
+                doff[i] = ib.start[i] - pd->mine.start[i];
             }
             if (i_send && i_recv) {    /* to myself */
-                copy_block(mf_tensor_data(t), sb.count, so, mf_tensor_data(o), mine.count, doff, ib.count, nd, es);
+                copy_block(mf_tensor_data(t), sb.count, so, mf_tensor_data(pd->o), pd->mine.count, doff, ib.count, nd,
+                           es);
                 continue;
             }
-            if (nsend == cap || nrecv == cap) {
+            if (pd->nsend == cap || pd->nrecv == cap) {
                 cap *= 2;
-                mfi_p2p *s2 = realloc(sends, (size_t)cap * sizeof *s2);
-                if (s2) sends = s2;
-                mfi_p2p *r2 = realloc(recvs, (size_t)cap * sizeof *r2);
-                if (r2) recvs = r2;
-                mfi_box *b2 = realloc(rboxes, (size_t)cap * sizeof *b2);
-                if (b2) rboxes = b2;
+                mfi_p2p *s2 = realloc(pd->sends, (size_t)cap * sizeof *s2);
+                if (s2) pd->sends = s2;
+                mfi_p2p *r2 = realloc(pd->recvs, (size_t)cap * sizeof *r2);
+                if (r2) pd->recvs = r2;
+                mfi_box *b2 = realloc(pd->rboxes, (size_t)cap * sizeof *b2);
+                if (b2) pd->rboxes = b2;
                 if (!s2 || !r2 || !b2) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
             }
             void *buf = malloc((size_t)n * es + 1);
             if (!buf) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
             if (i_send) {
                 copy_block(mf_tensor_data(t), sb.count, so, buf, ib.count, zero, ib.count, nd, es);
-                sends[nsend++] = (mfi_p2p){D->ranks[r], buf, n};
+                pd->sends[pd->nsend++] = (mfi_p2p){D->ranks[r], buf, n};
             } else {
-                rboxes[nrecv] = ib;
-                recvs[nrecv++] = (mfi_p2p){S->ranks[s], buf, n};
+                pd->rboxes[pd->nrecv] = ib;
+                pd->recvs[pd->nrecv++] = (mfi_p2p){S->ranks[s], buf, n};
             }
         }
     }
-    MF_TRY_OUT(mfi_exchange(mfi_comm_world(), sends, nsend, recvs, nrecv, a->gm.dtype));
-    for (int i = 0; i < nrecv; i++) {
-        int64_t doff[MF_MAX_DIMS], zero[MF_MAX_DIMS] = {0};
-        for (int k = 0; k < nd; k++) doff[k] = rboxes[i].start[k] - mine.start[k];
-        copy_block(recvs[i].buf, rboxes[i].count, zero, mf_tensor_data(o), mine.count, doff, rboxes[i].count, nd, es);
-    }
-out:
-    for (int i = 0; sends && i < nsend; i++) free(sends[i].buf);
-    for (int i = 0; recvs && i < nrecv; i++) free(recvs[i].buf);
-    free(sends);
-    free(recvs);
-    free(rboxes);
-    if (st != MF_OK) {
-        mf_tensor_destroy(o);
-        return st;
-    }
-    *out = o;
+    MF_TRY_OUT(mfi_exchange_start(c, pd->sends, pd->nsend, pd->recvs, pd->nrecv, a->gm.dtype, tag, &pd->x));
     return MF_OK;
+out:
+    pending_free(pd);
+    return st;
+}
+
+/* Waits for pd's transfers and places what arrived; *out gets the piece
+ * (NULL outside dst). pd is freed either way. */
+static mf_status general_finish(pending *pd, mf_tensor **out)
+{
+    *out = NULL;
+    mf_status st = mfi_exchange_wait(pd->x);
+    pd->x = NULL;
+    for (int i = 0; st == MF_OK && i < pd->nrecv; i++) {
+        int64_t doff[MF_MAX_DIMS], zero[MF_MAX_DIMS] = {0};
+        for (int k = 0; k < pd->nd; k++) doff[k] = pd->rboxes[i].start[k] - pd->mine.start[k];
+        copy_block(pd->recvs[i].buf, pd->rboxes[i].count, zero, mf_tensor_data(pd->o), pd->mine.count, doff,
+                   pd->rboxes[i].count, pd->nd, pd->es);
+    }
+    if (st == MF_OK) {
+        *out = pd->o;
+        pd->o = NULL;
+    }
+    pending_free(pd);
+    return st;
+}
+
+static mf_status general(const box_attrs *a, const mf_nd_sbp *cur, const mf_nd_sbp *tgt, mf_tensor *t, mf_tensor **out)
+{
+    pending pd;
+    *out = NULL;
+    MF_TRY(general_post(a, cur, tgt, t, mfi_comm_world(), 7, &pd));
+    return general_finish(&pd, out);
 }
 
 /* The whole forward: t (borrowed; NULL outside src) -> *out. */
@@ -435,4 +485,72 @@ double mfi_box_cost(mf_sbp from, mf_sbp to, int n, double bytes)
     if (from.kind == MF_SBP_P && to.kind == MF_SBP_B) return 2 * f * bytes;
     if (from.kind == MF_SBP_S && to.kind == MF_SBP_S) return f * bytes / n;
     return f * bytes;   /* allgather, reduce-scatter */
+}
+
+/* ------------------------------------------------------------ transfers */
+/* A redistribution in flight between placements, without autograd: how
+ * pipeline stages pass activations and gradients. On the pipeline
+ * communicator, so its messages never match the boxing path's. */
+struct mf_transfer {
+    pending pd;
+    mf_placement *dst;
+    mf_nd_sbp to;
+    mfi_meta gm;
+};
+
+static bool has_partial(const mf_nd_sbp *s)
+{
+    for (int d = 0; d < s->ndim; d++)
+        if (s->d[d].kind == MF_SBP_P) return true;
+    return false;
+}
+
+mf_status mf_redistribute_start(mf_tensor *t, const mf_placement *p, const char *sbp, mf_transfer **out)
+{
+    const char *fn = "mf_redistribute_start";
+    if (!out) MF_FAIL(MF_ERR_ARG, "%s: out is NULL", fn);
+    *out = NULL;
+    MF_TRY(mfi_check_input(fn, "the tensor", t));
+    if (!t->global) MF_FAIL(MF_ERR_ARG, "%s: the tensor is local; make it global with mf_to_global", fn);
+    if (!p) MF_FAIL(MF_ERR_ARG, "%s: the placement is NULL", fn);
+    const mfi_global *g = t->global;
+    mf_nd_sbp to;
+    MF_TRY(mfi_nd_sbp_from(fn, sbp, p, t->ndim, &to));
+    char a1[128], a2[128];
+    if (g->placement->dev != p->dev)
+        MF_FAIL(MF_ERR_ARG, "%s: no path from placement '%s' to '%s' (device types differ)", fn,
+                mf_placement_str(g->placement, a1, sizeof a1), mf_placement_str(p, a2, sizeof a2));
+    if (has_partial(&g->sbp) || has_partial(&to))
+        MF_FAIL(MF_ERR_ARG, "%s: %s -> %s: transfers move split or broadcast data; sum a partial tensor first "
+                "(mf_redistribute to B)", fn, mf_nd_sbp_str(&g->sbp, a1, sizeof a1), mf_nd_sbp_str(&to, a2, sizeof a2));
+    mf_transfer *x = calloc(1, sizeof *x);
+    if (!x) MF_FAIL(MF_ERR_NOMEM, "%s: out of memory", fn);
+    mfi_meta_of(t, &x->gm);
+    x->to = to;
+    x->dst = mf_placement_retain((mf_placement *)p);
+    box_attrs a = {g->placement, p, g->sbp, to, x->gm};
+    mf_status st = MF_OK;
+    if (g->placement->index >= 0 || p->index >= 0)
+        st = general_post(&a, &g->sbp, &to, g->local, mfi_comm_pipe(), 11, &x->pd);
+    if (st != MF_OK) {
+        mf_placement_destroy(x->dst);
+        free(x);
+        return st;
+    }
+    *out = x;
+    return MF_OK;
+}
+
+mf_tensor *mf_transfer_finish(mf_transfer *x)
+{
+    if (!x) {
+        mfi_error(MF_ERR_ARG, "mf_transfer_finish: the transfer is NULL");
+        return NULL;
+    }
+    mf_tensor *local = NULL;
+    mf_status st = general_finish(&x->pd, &local);
+    mf_tensor *out = st == MF_OK ? mfi_global_wrap(local, x->dst, &x->to, &x->gm, false) : NULL;
+    mf_placement_destroy(x->dst);
+    free(x);
+    return out;
 }
