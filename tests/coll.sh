@@ -7,34 +7,24 @@
 # ordinary suite too.
 . "$top_srcdir/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-suite() {   # suite NP NAME [ENV=VALUE...]
-    np=$1
-    name=$2
-    shift 2
-    env "$@" MF_NP="$np" timeout 600 "$top_srcdir/tests/mpirun.sh" "$top_builddir/tests/$name" >"$TMPDIR_TEST/out" 2>&1
-    rc=$?
-    cat "$TMPDIR_TEST/out"
-    [ "$rc" -eq 0 ] || fail "$name on $np ranks $*: exit $rc"
-    grep -q "100%: Checks" "$TMPDIR_TEST/out" || fail "$name on $np ranks $*: no summary"
-}
 for np in 2 3 4; do
-    suite "$np" test_coll
+    run_suite "$np" test_coll
 done
-suite 4 test_coll MF_RANKS_PER_NODE=2
-suite 3 test_coll MF_RANKS_PER_NODE=2
-suite 4 test_coll MF_RANKS_PER_NODE=1
+run_suite 4 test_coll MF_RANKS_PER_NODE=2
+run_suite 3 test_coll MF_RANKS_PER_NODE=2
+run_suite 4 test_coll MF_RANKS_PER_NODE=1
 # gradient buckets equal one sync per parameter
-suite 2 test_grad_sync
-suite 3 test_grad_sync
-suite 4 test_grad_sync MF_RANKS_PER_NODE=2
+run_suite 2 test_grad_sync
+run_suite 3 test_grad_sync
+run_suite 4 test_grad_sync MF_RANKS_PER_NODE=2
 # deterministic mode: every algorithm gives rank order's bits
-suite 3 test_coll MF_DETERMINISTIC=1
-suite 4 test_coll MF_DETERMINISTIC=1 MF_RANKS_PER_NODE=2
+run_suite 3 test_coll MF_DETERMINISTIC=1
+run_suite 4 test_coll MF_DETERMINISTIC=1 MF_RANKS_PER_NODE=2
 for algo in ring rhd; do
-    suite 3 test_global MF_ALLREDUCE_ALGO=$algo
+    run_suite 3 test_global MF_ALLREDUCE_ALGO=$algo
 done
-suite 3 test_global MF_REDUCE_SCATTER_ALGO=ring MF_ALLGATHER_ALGO=ring
-suite 4 test_global MF_RANKS_PER_NODE=2 MF_ALLREDUCE_ALGO=hier MF_REDUCE_SCATTER_ALGO=hier MF_ALLGATHER_ALGO=hier
+run_suite 3 test_global MF_REDUCE_SCATTER_ALGO=ring MF_ALLGATHER_ALGO=ring
+run_suite 4 test_global MF_RANKS_PER_NODE=2 MF_ALLREDUCE_ALGO=hier MF_REDUCE_SCATTER_ALGO=hier MF_ALLGATHER_ALGO=hier
 # a forced algorithm the collective does not have is an error on every rank
 env MF_REDUCE_SCATTER_ALGO=rhd MF_NP=2 timeout 300 "$top_srcdir/tests/mpirun.sh" "$top_builddir/tests/test_global" \
     >"$TMPDIR_TEST/out" 2>&1 && fail "MF_REDUCE_SCATTER_ALGO=rhd was accepted"

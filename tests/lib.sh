@@ -55,3 +55,16 @@ expect_accuracy() {
     at_least "$acc" "$2" || fail "$1 test accuracy $acc < $2"
     echo "$1: test accuracy $acc after one epoch (threshold $2)"
 }
+
+# run_suite NP NAME [ENV=VALUE...]: the Check suite tests/NAME on NP ranks
+# (with the environment given); fails unless every check passes.
+run_suite() {
+    np=$1
+    name=$2
+    shift 2
+    env "$@" MF_NP="$np" timeout 600 "$top_srcdir/tests/mpirun.sh" "$top_builddir/tests/$name" >"$TMPDIR_TEST/out" 2>&1
+    rc=$?
+    cat "$TMPDIR_TEST/out"
+    [ "$rc" -eq 0 ] || fail "$name on $np ranks $*: exit $rc"
+    grep -q "100%: Checks" "$TMPDIR_TEST/out" || fail "$name on $np ranks $*: no summary"
+}
