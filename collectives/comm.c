@@ -15,8 +15,6 @@
 
 static MPI_Comm world = MPI_COMM_NULL;
 static MPI_Comm node = MPI_COMM_NULL;    /* the ranks sharing memory (MPI_Comm_split_type) */
-static MPI_Comm tnode = MPI_COMM_NULL;   /* the ranks of this topology node (emulated or not) */
-static MPI_Comm peers = MPI_COMM_NULL;   /* one rank per node: those with this local rank */
 static int world_rank, world_size = 1, node_rank, node_size = 1;
 static int tnode_id, tnode_count = 1, tnode_rank, tnode_size = 1, emulated;
 
@@ -58,8 +56,7 @@ mf_status mfi_mpi_finalize(void)
 
 /* The topology nodes: MF_RANKS_PER_NODE=k makes ranks k*i .. k*i+k-1 a
  * node; otherwise the shared-memory nodes, numbered by their first rank's
- * order. Then the node and peer communicators the hierarchical
- * algorithms use. */
+ * order; then this rank's local rank and the node's size. */
 static mf_status topology_setup(void)
 {
     const char *e = getenv("MF_RANKS_PER_NODE");
@@ -76,12 +73,14 @@ static mf_status topology_setup(void)
         tnode_id = is_first ? before : -1;   /* node-first ranks before this one */
         MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &tnode_id, 1, MPI_INT, MPI_MAX, node));
     }
+    /* the local rank and size only: each communicator a hierarchical
+     * algorithm runs on makes its own node and peer splits (hier.c) */
+    MPI_Comm tnode = MPI_COMM_NULL;
     MPI_TRY(MPI_Comm_split(world, tnode_id, world_rank, &tnode));
-    MPI_TRY(MPI_Comm_set_errhandler(tnode, MPI_ERRORS_RETURN));
-    MPI_TRY(MPI_Comm_rank(tnode, &tnode_rank));
-    MPI_TRY(MPI_Comm_size(tnode, &tnode_size));
-    MPI_TRY(MPI_Comm_split(world, tnode_rank, world_rank, &peers));
-    MPI_TRY(MPI_Comm_set_errhandler(peers, MPI_ERRORS_RETURN));
+    int rc = MPI_Comm_rank(tnode, &tnode_rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(tnode, &tnode_size);
+    MPI_Comm_free(&tnode);
+    if (rc != MPI_SUCCESS) return mfi_mpi_fail(rc, "MPI_Comm_rank");
     tnode_count = tnode_id + 1;
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &tnode_count, 1, MPI_INT, MPI_MAX, world));
     return MF_OK;
@@ -128,8 +127,6 @@ void mfi_comm_world_teardown(void)
 {
     mfi_request_shutdown();
     mfi_comm_extras_free(&world_comm);
-    if (peers != MPI_COMM_NULL) MPI_Comm_free(&peers);
-    if (tnode != MPI_COMM_NULL) MPI_Comm_free(&tnode);
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     if (pipe_mpi != MPI_COMM_NULL) MPI_Comm_free(&pipe_mpi);
     pipe_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};

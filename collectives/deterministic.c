@@ -42,7 +42,7 @@ mf_status mfi_reduce_scatter_pieces(mf_comm *c, const void *local, int npieces, 
     int64_t first, nlocal, count = 0;
     mfi_block(npieces, n, me, &first, &nlocal);
     for (int q = 0; q < n; q++) count += counts[q];
-    int64_t *sc = malloc(4 * (size_t)n * sizeof *sc), *rc = sc + n, *off = sc + 2 * n;
+    int64_t *sc = malloc(3 * (size_t)n * sizeof *sc), *rc = sc + n, *off = sc + 2 * n;
     if (!sc) MF_FAIL(MF_ERR_NOMEM, "deterministic sum: out of memory");
     for (int q = 0; q < n; q++) {
         int64_t f, k;
