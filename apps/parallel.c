@@ -24,7 +24,17 @@ static bool in_linear(mf_module *model, const char *name, char *layer, size_t le
     return c && !strcmp(mf_module_type(c), "Linear");
 }
 
-static mf_status place_params(const par *pp, mf_module *model)
+/* the index of the top-level child called name, or -1 */
+static int child_index(mf_module *model, const char *name)
+{
+    mf_module *c = mf_module_child(model, name);
+    for (int i = 0; c && i < mf_module_num_children(model); i++)
+        if (mf_module_child_at(model, i) == c) return i;
+    return -1;
+}
+
+/* Places the parameters of children c0 .. c1-1 on pl by the mode's rule. */
+static mf_status place_params(const par *pp, mf_module *model, int c0, int c1, mf_placement *pl)
 {
     mf_tensor_list *l = mf_module_parameters(model);
     if (!l) return mf_last_status();
@@ -35,13 +45,16 @@ static mf_status place_params(const par *pp, mf_module *model)
     for (int i = 0; i < l->n && st == MF_OK; i++) {
         const char *name = l->items[i].name, *sbp = NULL;
         if (!in_linear(model, name, layer, sizeof layer)) continue;
+        int c = child_index(model, layer);
+        if (c < c0 || c >= c1) continue;
         if (!strcmp(pp->mode, "mp")) sbp = "S(0)";
         else if (!strcmp(pp->mode, "hybrid") && !strcmp(layer, last)) sbp = "S(0)";
         else if (!strcmp(pp->mode, "2d")) sbp = "B,S(0)";
-        if (sbp) st = mf_module_param_to_global(model, name, pp->p, sbp);
+        if (sbp) st = mf_module_param_to_global(model, name, pl, sbp);
     }
     mf_tensor_list_destroy(l);
-    if (st == MF_OK) st = mf_module_to_global(model, pp->p, strcmp(pp->mode, "2d") ? "B" : "B,B");
+    for (int c = c0; c < c1 && st == MF_OK; c++)
+        st = mf_module_to_global(mf_module_child_at(model, c), pl, strcmp(pp->mode, "2d") ? "B" : "B,B");
     return st;
 }
 
@@ -53,35 +66,136 @@ static bool has_conv(mf_module *model)
     return false;
 }
 
-mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
+/* The mesh of n ranks for the mode: 2d R x C (checked against --mesh),
+ * else 1-D. The data layout and this rank's shard follow from it. */
+static mf_status mesh_for(par *pp, const train_opts *o, mf_module *model, int n, const char *whose, char *err,
+                          size_t len)
 {
-    int n = mf_world_size();
-    memset(pp, 0, sizeof *pp);
-    pp->mode = o->parallel ? o->parallel : n > 1 ? "dp" : "none";
-    if (!strcmp(pp->mode, "none")) return MF_OK;
     if (!strcmp(pp->mode, "2d")) {
         pp->mesh_r = o->mesh_r ? o->mesh_r : n % 2 == 0 ? 2 : n;
         pp->mesh_c = o->mesh_c ? o->mesh_c : n % 2 == 0 ? n / 2 : 1;
         if (pp->mesh_r * pp->mesh_c != n) {
-            snprintf(err, len, "--mesh %dx%d has %d ranks but the job has %d", pp->mesh_r, pp->mesh_c,
-                     pp->mesh_r * pp->mesh_c, n);
+            snprintf(err, len, "--mesh %dx%d has %d ranks but %s %d", pp->mesh_r, pp->mesh_c, pp->mesh_r * pp->mesh_c,
+                     whose, n);
             return MF_ERR_ARG;
         }
-        pp->p = mf_placement_world_mesh(2, (const int[]){pp->mesh_r, pp->mesh_c});
         pp->data_sbp = "S(0),B";
-        pp->shard_index = mf_rank() / pp->mesh_c;   /* the row of the mesh */
-        pp->shard_count = pp->mesh_r;
     } else {
-        pp->p = mf_placement_world();
         /* mp: data B, except that convolutions stay data parallel */
         pp->data_sbp = !strcmp(pp->mode, "mp") && !has_conv(model) ? "B" : "S(0)";
-        if (!strcmp(pp->data_sbp, "S(0)")) {
-            pp->shard_index = mf_rank();
-            pp->shard_count = n;
+    }
+    return MF_OK;
+}
+
+/* this rank's shard of each batch, from its place in p */
+static void shard_of(par *pp)
+{
+    int idx = mf_placement_index(pp->p);
+    if (idx < 0) return;
+    if (pp->mesh_r) {
+        pp->shard_index = idx / pp->mesh_c;   /* the row of the mesh */
+        pp->shard_count = pp->mesh_r;
+    } else if (!strcmp(pp->data_sbp, "S(0)")) {
+        pp->shard_index = idx;
+        pp->shard_count = mf_placement_size(pp->p);
+    }
+}
+
+static mf_placement *mesh_placement(const par *pp, int n, const int *ranks)
+{
+    return pp->mesh_r ? mf_placement_create(n, ranks, 2, (const int[]){pp->mesh_r, pp->mesh_c}, MF_DEV_CPU)
+                      : mf_placement_create(n, ranks, 1, &n, MF_DEV_CPU);
+}
+
+/* the largest divisor of the batch that is at most 4 P */
+static int default_micro_batches(int64_t batch, int P)
+{
+    int m = 4 * P;
+    while (m > 1 && batch % m) m--;
+    return m;
+}
+
+/* --pipeline-stages / --pipeline-cuts / --micro-batches: P equal groups
+ * of consecutive ranks, the mode inside each. */
+static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
+{
+    int n = mf_world_size(), P = 0;
+    mf_status st;
+    if (o->pipeline_cuts) {
+        st = mf_pipeline_parse_cuts(model, o->pipeline_cuts, &P, pp->first);
+        if (st == MF_OK && o->pipeline_stages && o->pipeline_stages != P) {
+            snprintf(err, len, "--pipeline-cuts %s makes %d stages but --pipeline-stages is %d", o->pipeline_cuts, P,
+                     o->pipeline_stages);
+            return MF_ERR_ARG;
+        }
+    } else {
+        P = o->pipeline_stages ? o->pipeline_stages : 1;
+        st = mf_pipeline_balance(model, P, pp->first);
+    }
+    if (st != MF_OK) {
+        snprintf(err, len, "%s: %s", o->pipeline_cuts ? "--pipeline-cuts" : "--pipeline-stages", mf_last_error());
+        return st;
+    }
+    if (P > n || n % P) {
+        snprintf(err, len, "--pipeline-stages %d: the job's %d rank(s) %s", P, n,
+                 P > n ? "are fewer than the stages (each stage needs its own ranks)"
+                       : "cannot be cut into equal groups, one per stage");
+        return MF_ERR_ARG;
+    }
+    int k = n / P;
+    pp->nstages = P;
+    pp->schedule = o->pipeline_schedule;
+    pp->micro_batches = o->micro_batches ? o->micro_batches : default_micro_batches(o->batch_size, P);
+    pp->mode = o->parallel ? o->parallel : "dp";
+    if (!strcmp(pp->mode, "none")) {
+        if (k > 1) {
+            snprintf(err, len, "--parallel none: each of the %d stages has %d ranks; pick dp, mp, hybrid or 2d", P, k);
+            return MF_ERR_ARG;
+        }
+        pp->mode = "dp";
+    }
+    if ((st = mesh_for(pp, o, model, k, "each stage has", err, len)) != MF_OK) return st;
+    int *ranks = malloc((size_t)k * sizeof *ranks);
+    if (!ranks) return MF_ERR_NOMEM;
+    for (int s = 0; s < P && (s == 0 || pp->stage[s - 1]); s++) {
+        for (int i = 0; i < k; i++) ranks[i] = s * k + i;
+        pp->stage[s] = mesh_placement(pp, k, ranks);
+    }
+    free(ranks);
+    if (!pp->stage[P - 1]) return mf_last_status();
+    pp->p = mf_placement_retain(pp->stage[mf_rank() / k]);
+    shard_of(pp);
+    for (int s = 0; s < P; s++) {
+        st = place_params(pp, model, pp->first[s], pp->first[s + 1], pp->stage[s]);
+        if (st != MF_OK) {
+            snprintf(err, len, "--parallel %s in stage %d: %s", pp->mode, s, mf_last_error());
+            return st;
         }
     }
+    const char *in_sbp[MF_MAX_STAGES];
+    for (int s = 0; s < P; s++) in_sbp[s] = pp->data_sbp;
+    mf_pipeline_opts po = {P, pp->first, pp->stage, in_sbp, pp->micro_batches, MF_PIPELINE_1F1B};
+    if (mf_pipeline_schedule_parse(o->pipeline_schedule, &po.schedule) == MF_OK) pp->pipe = mf_pipeline_create(model, &po);
+    if (!pp->pipe) {
+        snprintf(err, len, "--pipeline-stages: %s", mf_last_error());
+        return mf_last_status();
+    }
+    return MF_OK;
+}
+
+mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
+{
+    int n = mf_world_size();
+    memset(pp, 0, sizeof *pp);
+    if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches) return pipe_setup(pp, o, model, err, len);
+    pp->mode = o->parallel ? o->parallel : n > 1 ? "dp" : "none";
+    if (!strcmp(pp->mode, "none")) return MF_OK;
+    mf_status mst = mesh_for(pp, o, model, n, "the job has", err, len);
+    if (mst != MF_OK) return mst;
+    pp->p = pp->mesh_r ? mf_placement_world_mesh(2, (const int[]){pp->mesh_r, pp->mesh_c}) : mf_placement_world();
     if (!pp->p) return mf_last_status();
-    mf_status st = place_params(pp, model);
+    shard_of(pp);
+    mf_status st = place_params(pp, model, 0, mf_module_num_children(model), pp->p);
     if (st != MF_OK) snprintf(err, len, "--parallel %s: %s", pp->mode, mf_last_error());
     return st;
 }
@@ -113,9 +227,46 @@ mf_status par_batch(const par *pp, int64_t rows, mf_tensor **x, mf_tensor **y)
     return MF_OK;
 }
 
+mf_status par_micro_batches(const par *pp, int64_t rows, int n, mf_tensor *x, mf_tensor *y, mf_tensor **mx,
+                            mf_tensor **my)
+{
+    int last = pp->nstages - 1, nd = mf_tensor_ndim(x);
+    int64_t off = 0, gs[MF_MAX_DIMS];
+    memcpy(gs, mf_tensor_shape(x), (size_t)nd * sizeof *gs);
+    for (int m = 0; m < n; m++) mx[m] = my[m] = NULL;
+    mf_status st = MF_OK;
+    for (int m = 0; m < n && st == MF_OK; m++) {
+        int64_t bm = rows / n + (m < rows % n), piece = bm;   /* the loader's balanced split */
+        if (pp->shard_count > 1) piece = bm / pp->shard_count + (pp->shard_index < bm % pp->shard_count);
+        gs[0] = bm;
+        /* other ranks' pieces only give the dtype: every rank loads its
+         * rows the same way, so they have the right shape too */
+        mf_tensor *px = mf_narrow(x, 0, off, piece);
+        mf_tensor *py = mf_narrow(y, 0, off, piece);
+        mf_tensor *cx = px ? mf_contiguous(px) : NULL;
+        mx[m] = mf_global_from_piece(cx, nd, gs, pp->stage[0], pp->data_sbp);
+        my[m] = mf_global_from_piece(py, 1, &bm, pp->stage[last], pp->data_sbp);
+        if (!mx[m] || !my[m]) st = mf_last_status();
+        mf_tensor_destroy(px);
+        mf_tensor_destroy(cx);
+        mf_tensor_destroy(py);
+        off += piece;
+    }
+    return st;
+}
+
 void par_describe(const par *pp, char *buf, size_t len)
 {
     char pl[128];
+    if (pp->nstages) {
+        size_t k = (size_t)snprintf(buf, len, "pipeline of %d stage(s) x %s on %d rank(s) each, %s schedule, %d micro-batches",
+                                    pp->nstages, pp->mode, mf_placement_size(pp->stage[0]), pp->schedule,
+                                    pp->micro_batches);
+        for (int s = 0; s < pp->nstages && k < len; s++)
+            k += (size_t)snprintf(buf + k, len - k, "; stage %d: layers %d-%d on %s", s, pp->first[s],
+                                  pp->first[s + 1] - 1, mf_placement_str(pp->stage[s], pl, sizeof pl));
+        return;
+    }
     if (!pp->p) snprintf(buf, len, "none (local tensors)");
     else if (pp->mesh_r) snprintf(buf, len, "%s on mesh %dx%d (%s)", pp->mode, pp->mesh_r, pp->mesh_c,
                                   mf_placement_str(pp->p, pl, sizeof pl));
@@ -154,4 +305,9 @@ mf_status par_dump_params(mf_module *model, const char *path)
     return mf_agree(st);
 }
 
-void par_destroy(par *pp) { mf_placement_destroy(pp->p); }
+void par_destroy(par *pp)
+{
+    mf_pipeline_destroy(pp->pipe);
+    for (int s = 0; s < pp->nstages; s++) mf_placement_destroy(pp->stage[s]);
+    mf_placement_destroy(pp->p);
+}

@@ -10,10 +10,16 @@
 
 typedef struct par {
     const char *mode;          /* "none", "dp", "mp", "hybrid", "2d" */
-    mf_placement *p;           /* NULL for none */
+    mf_placement *p;           /* NULL for none; with a pipeline, this rank's stage's */
     const char *data_sbp;
     int mesh_r, mesh_c;
-    int shard_index, shard_count;   /* which rows of each batch this rank loads */
+    int shard_index, shard_count;   /* which rows of each batch (micro-batch) this rank loads */
+    /* a pipeline (--pipeline-stages, --pipeline-cuts or --micro-batches) */
+    int nstages, micro_batches;     /* 0: none */
+    const char *schedule;           /* "gpipe" or "1f1b" */
+    int first[MF_MAX_STAGES + 1];
+    mf_placement *stage[MF_MAX_STAGES];
+    mf_pipeline *pipe;
 } par;
 
 /* Picks the mode and mesh, and makes the model's parameters global.
@@ -22,6 +28,11 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
 /* Replaces the batch by global tensors: x and y hold this rank's shard
  * (the loader made only those rows) of a batch of `rows` samples. */
 mf_status par_batch(const par *pp, int64_t rows, mf_tensor **x, mf_tensor **y);
+/* With a pipeline: the micro-batches of a batch of `rows` samples whose
+ * shards x and y hold (the loader's micro-batch layout), as global
+ * tensors: mx[m] on stage 0, my[m] on the last stage. Borrows x, y. */
+mf_status par_micro_batches(const par *pp, int64_t rows, int n, mf_tensor *x, mf_tensor *y, mf_tensor **mx,
+                            mf_tensor **my);
 /* "dp on 4 ranks (0-3)" */
 void par_describe(const par *pp, char *buf, size_t len);
 /* Writes every parameter, gathered, as text (rank 0). Collective. */

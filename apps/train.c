@@ -106,7 +106,7 @@ static mf_status build(run *r)
     if (bst != MF_OK) return bst;
     bool prefetch = o->prefetch < 0 ? mf_threads() < mf_cores() : o->prefetch > 0;
     mf_loader_opts lo = {o->batch_size, o->seed, true, true, r->mean, r->std, prefetch, r->par.shard_index,
-                         r->par.shard_count};
+                         r->par.shard_count, r->par.micro_batches};
     r->loader = mf_loader_create(r->train, &lo);
     if (!r->loader) return mf_last_status();
     r->steps_per_epoch = mf_loader_batches_per_epoch(r->loader);
@@ -159,11 +159,41 @@ static void progress(run *r, int64_t step, int64_t epoch, double loss, double lr
     fflush(stdout);
 }
 
+/* the summed loss and the correct answers of one micro-batch */
+static mf_status eval_metric(mf_tensor *out, mf_tensor *y, void *user, mf_tensor **vals)
+{
+    (void)user;
+    mf_tensor *pred = mf_argmax(out, 1, false);
+    mf_tensor *eq = pred ? mf_eq(pred, y) : NULL;
+    vals[0] = mf_cross_entropy(out, y, MF_REDUCTION_SUM);
+    vals[1] = eq ? mf_sum_all(eq) : NULL;
+    mf_tensor_destroy(pred);
+    mf_tensor_destroy(eq);
+    return vals[0] && vals[1] ? MF_OK : mf_last_status();
+}
+
+static void destroy_all(int n, mf_tensor **t)
+{
+    for (int i = 0; i < n; i++) mf_tensor_destroy(t[i]);
+}
+
+/* one evaluation batch through the pipeline: v = {loss sum, correct} */
+static mf_status pipe_eval(run *r, int64_t rows, mf_tensor *x, mf_tensor *y, double *v)
+{
+    int n = r->par.micro_batches < rows ? r->par.micro_batches : (int)rows;
+    mf_tensor *mx[MF_LOADER_MAX_MICRO], *my[MF_LOADER_MAX_MICRO];
+    mf_status st = par_micro_batches(&r->par, rows, n, x, y, mx, my);
+    if (st == MF_OK) st = mf_pipeline_eval(r->par.pipe, n, mx, my, eval_metric, NULL, 2, v);
+    destroy_all(n, mx);
+    destroy_all(n, my);
+    return st;
+}
+
 /* Mean loss and accuracy on the test split, in eval mode. */
 static mf_status evaluate(run *r, double *loss, double *acc)
 {
     mf_loader_opts lo = {r->o.eval_batch_size, 0, false, false, r->mean, r->std, false, r->par.shard_index,
-                         r->par.shard_count};
+                         r->par.shard_count, r->par.micro_batches};
     mf_loader *l = mf_loader_create(r->test, &lo);
     if (!l) return mf_last_status();
     mf_module_train(r->model, false);
@@ -174,6 +204,16 @@ static mf_status evaluate(run *r, double *loss, double *acc)
     for (int64_t b = 0; b < batches && st == MF_OK; b++) {
         mf_tensor *x, *y, *out = NULL, *ls = NULL, *pred = NULL, *eq = NULL, *c = NULL;
         st = mf_loader_next(l, &x, &y);
+        if (st == MF_OK && r->par.pipe) {
+            double v[2];
+            st = pipe_eval(r, mf_loader_batch_rows(l), x, y, v);
+            sum += v[0];
+            correct += v[1];
+            n += mf_loader_batch_rows(l);
+            mf_tensor_destroy(x);
+            mf_tensor_destroy(y);
+            continue;
+        }
         if (st == MF_OK) st = par_batch(&r->par, mf_loader_batch_rows(l), &x, &y);
         if (st != MF_OK) break;
         out = mf_module_forward(r->model, x);
@@ -198,10 +238,31 @@ static mf_status evaluate(run *r, double *loss, double *acc)
     return st;
 }
 
+/* one training step through the pipeline: the loader made this rank's
+ * rows of every micro-batch */
+static mf_status pipe_train_step(run *r, mf_tensor *x, mf_tensor *y, double *loss_out)
+{
+    int n = r->par.micro_batches;
+    mf_tensor *mx[MF_LOADER_MAX_MICRO], *my[MF_LOADER_MAX_MICRO];
+    mf_status st = par_micro_batches(&r->par, mf_loader_batch_rows(r->loader), n, x, y, mx, my);
+    if (st == MF_OK) st = mf_optim_zero_grad(r->optim);
+    if (st == MF_OK) st = mf_pipeline_train_step(r->par.pipe, mx, my, NULL, NULL, loss_out);
+    double t0 = mf_time();
+    if (st == MF_OK && r->o.clip_grad > 0) st = mf_clip_grad_norm(r->params, r->o.clip_grad, NULL);
+    if (st == MF_OK) st = mf_optim_step(r->optim);
+    mf_trace_span("optimizer step", "compute", 0, t0, mf_time());
+    destroy_all(n, mx);
+    destroy_all(n, my);
+    mf_tensor_destroy(x);
+    mf_tensor_destroy(y);
+    return st;
+}
+
 static mf_status train_step(run *r, double *loss_out)
 {
     mf_tensor *x, *y;
     mf_status st = mf_loader_next(r->loader, &x, &y);
+    if (st == MF_OK && r->par.pipe) return pipe_train_step(r, x, y, loss_out);
     if (st == MF_OK) st = par_batch(&r->par, mf_loader_batch_rows(r->loader), &x, &y);
     if (st != MF_OK) return st;
     double t0 = mf_time();

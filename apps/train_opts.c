@@ -53,6 +53,16 @@ void train_opts_usage(FILE *f)
         "                             (default 25; 0: one sync per parameter after backward)\n"
         "  --zero 0|1                 1: ZeRO-1, optimizer state split S(0) over the data-parallel\n"
         "                             ranks, gradients reduce-scattered, parameters allgathered\n"
+        "pipeline (see doc/pipeline.md):\n"
+        "  --pipeline-stages P        cut the model into P stages balanced by parameter count;\n"
+        "                             the ranks form P equal groups, in order, and --parallel\n"
+        "                             applies inside each stage (2x2x2: 8 ranks, --parallel 2d\n"
+        "                             --mesh 2x2 --pipeline-stages 2)\n"
+        "  --pipeline-cuts C1,C2,..   cut before these layers instead (e.g. 6 for lenet)\n"
+        "  --micro-batches M          micro-batches per step, gradients accumulated (M must\n"
+        "                             divide --batch-size; default: the largest divisor <= 4P)\n"
+        "  --schedule gpipe|1f1b      pipeline schedule (default 1f1b: at most P micro-batches'\n"
+        "                             activations per stage, GPipe keeps all M)\n"
         "checkpoints (parallel HDF5, see doc/checkpoints.md):\n"
         "  --checkpoint PATH          save model, optimizer and data position to PATH (written\n"
         "                             as PATH.tmp, renamed when complete) at the end of training\n"
@@ -149,7 +159,7 @@ enum {
     OPT_MOMENTUM, OPT_WD, OPT_CLIP, OPT_SCHED, OPT_STEP_SIZE, OPT_GAMMA, OPT_WARMUP, OPT_LR_MIN, OPT_BOUNDS,
     OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
     OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_FLETCHER,
-    OPT_BUCKET, OPT_ZERO, OPT_TRACE, OPT_HELP, OPT_VERSION
+    OPT_BUCKET, OPT_ZERO, OPT_TRACE, OPT_PP_STAGES, OPT_PP_CUTS, OPT_MICRO, OPT_PP_SCHED, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -192,6 +202,10 @@ static const struct option longopts[] = {
     {"bucket-mb", required_argument, 0, OPT_BUCKET},
     {"zero", required_argument, 0, OPT_ZERO},
     {"trace", required_argument, 0, OPT_TRACE},
+    {"pipeline-stages", required_argument, 0, OPT_PP_STAGES},
+    {"pipeline-cuts", required_argument, 0, OPT_PP_CUTS},
+    {"micro-batches", required_argument, 0, OPT_MICRO},
+    {"schedule", required_argument, 0, OPT_PP_SCHED},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -344,6 +358,23 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             o->zero = v[0] - '0';
             break;
         case OPT_TRACE: o->trace = v; break;
+        case OPT_PP_STAGES: {
+            int64_t n;
+            if (!parse_i64(v, 1, &n) || n > 64) return fail(err, len, "--pipeline-stages: '%s' is not a count from 1 to 64", v);
+            o->pipeline_stages = (int)n;
+            break;
+        }
+        case OPT_PP_CUTS: o->pipeline_cuts = v; break;
+        case OPT_MICRO: {
+            int64_t n;
+            if (!parse_i64(v, 1, &n) || n > 1024) return fail(err, len, "--micro-batches: '%s' is not a count from 1 to 1024", v);
+            o->micro_batches = (int)n;
+            break;
+        }
+        case OPT_PP_SCHED:
+            if (strcmp(v, "gpipe") && strcmp(v, "1f1b")) return fail(err, len, "--schedule: '%s' is not gpipe or 1f1b", v);
+            o->pipeline_schedule = v;
+            break;
         case OPT_PROFILE: o->profile = true; break;
         case OPT_PARALLEL:
             if (!one_of(v, parallels)) return fail(err, len, "--parallel: '%s' is not one of none, dp, mp, hybrid, 2d", v);
@@ -396,6 +427,12 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     if (o->mesh_r && (!o->parallel || strcmp(o->parallel, "2d")))
         return fail(err, len, "--mesh: only for --parallel 2d");
     if (o->epochs && o->steps) return fail(err, len, "--epochs and --steps: give one, not both");
+    if (o->micro_batches && o->batch_size % o->micro_batches)
+        return fail(err, len, "--micro-batches %d does not divide --batch-size %lld: every micro-batch must have the "
+                    "same number of samples", o->micro_batches, (long long)o->batch_size);
+    if (o->pipeline_schedule && !o->pipeline_stages && !o->pipeline_cuts && !o->micro_batches)
+        return fail(err, len, "--schedule: only with --pipeline-stages, --pipeline-cuts or --micro-batches");
+    if (!o->pipeline_schedule) o->pipeline_schedule = "1f1b";
     if (!o->epochs && !o->steps) o->epochs = 1;
     bool adam = !strcmp(o->optimizer, "adam") || !strcmp(o->optimizer, "adamw");
     if (o->lr < 0) o->lr = adam ? 1e-3 : 0.01;

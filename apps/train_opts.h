@@ -37,6 +37,10 @@ typedef struct train_opts {
     double bucket_mb;                 /* gradient bucket size (0: no buckets) */
     int zero;                         /* ZeRO stage: 0 or 1 */
     const char *trace;                /* --trace FILE.json */
+    int pipeline_stages;              /* 0: not given */
+    const char *pipeline_cuts;        /* --pipeline-cuts 4,8, or NULL */
+    int micro_batches;                /* 0: not given */
+    const char *pipeline_schedule;    /* --schedule gpipe|1f1b */
 } train_opts;
 
 /* 0: run; 1: --help or --version was printed; 2: bad input (err says

@@ -105,7 +105,7 @@ int main(int argc, char **argv)
             so.lr = 0.01;
             b.optim = mf_sgd_create(b.params, &so);
             mf_loader_opts lo = {batch, 0, true, true, 0.2860, 0.3530,
-                                 prefetch < 0 ? nt < mf_cores() : prefetch > 0, 0, 0};
+                                 prefetch < 0 ? nt < mf_cores() : prefetch > 0, 0, 0, 0};
             b.loader = mf_loader_create(ds, &lo);
             window(&b, w);
             double best = 1e30;

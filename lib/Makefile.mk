@@ -13,6 +13,8 @@ lib_libmf_core_la_SOURCES = \
 	lib/optim/optimizer.c lib/optim/sgd.c lib/optim/rmsprop.c lib/optim/adam.c \
 	lib/optim/schedule.c lib/optim/clip.c lib/optim/grad_sync.c lib/optim/zero.c \
 	lib/pipeline/partition.c \
+	lib/pipeline/schedule.c \
+	lib/pipeline/executor.c \
 	lib/io/idx.c lib/io/dataset.c lib/io/loader.c lib/io/h5util.c lib/io/ckpt.c lib/io/ckpt_file.c \
 	lib/global/placement.c lib/global/sbp.c lib/global/gtensor.c lib/global/boxing.c \
 	lib/global/signature.c lib/global/apply.c lib/global/inplace.c

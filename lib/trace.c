@@ -139,8 +139,9 @@ double mf_trace_hidden(const char *comm_cat, const char *inside, double *comm_se
     /* the spans named `inside`, in recording order: chronological and
      * disjoint (one backward at a time) */
     int64_t nb = 0, *b = malloc((size_t)(nspans + 1) * sizeof *b);
+    size_t len = strlen(inside);   /* "backward" also matches "backward 3" (pipeline micro-batches) */
     for (int64_t j = 0; b && j < nspans; j++)
-        if (!strcmp(spans[j].name, inside)) b[nb++] = j;
+        if (!strncmp(spans[j].name, inside, len) && (!spans[j].name[len] || spans[j].name[len] == ' ')) b[nb++] = j;
     double total = 0, hidden = 0;
     for (int64_t i = 0; i < nspans; i++) {
         const span *c = &spans[i];

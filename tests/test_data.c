@@ -203,6 +203,66 @@ START_TEST(prefetch_matches_inline)
 }
 END_TEST
 
+START_TEST(micro_batch_shards)
+{
+    /* with micro-batches, a shard holds its piece of each micro-batch in
+     * turn: over the shards, exactly the whole batch's rows (the last,
+     * partial batch too), each where the balanced splits put it */
+    mf_dataset *ds = mf_dataset_synthetic(23, 1, 4, 4, 3, 5, true);
+    mf_loader_opts full = {10, 4, true, false, 0, 1, false};
+    mf_loader *lf = mf_loader_create(ds, &full);
+    enum { M = 3, S = 2 };
+    mf_loader *ls[S];
+    for (int k = 0; k < S; k++) {
+        mf_loader_opts o = full;
+        o.prefetch = k == 1;
+        o.shard_index = k;
+        o.shard_count = S;
+        o.micro_batches = M;
+        ls[k] = mf_loader_create(ds, &o);
+        ck_assert_nonnull(ls[k]);
+    }
+    for (int b = 0; b < 3; b++) {   /* rows 10, 10, 3 */
+        mf_tensor *fx, *fy, *x[S], *y[S];
+        ck_assert_ok(mf_loader_next(lf, &fx, &fy));
+        int64_t rows = mf_tensor_dim(fx, 0), d = 16, got = 0, off[S] = {0};
+        for (int k = 0; k < S; k++) {
+            ck_assert_ok(mf_loader_next(ls[k], &x[k], &y[k]));
+            ck_assert_int_eq(mf_loader_batch_rows(ls[k]), rows);
+            got += mf_tensor_dim(x[k], 0);
+        }
+        ck_assert_int_eq(got, rows);
+        for (int64_t m = 0, start = 0; m < M; m++) {
+            int64_t bm = rows / M + (m < rows % M);
+            for (int k = 0, at = 0; k < S; k++) {
+                int64_t piece = bm / S + (k < bm % S);
+                const float *a = (const float *)mf_tensor_data(x[k]) + off[k] * d;
+                const float *w = (const float *)mf_tensor_data(fx) + (start + at) * d;
+                ck_assert_msg(!memcmp(a, w, (size_t)(piece * d) * sizeof *a), "batch %d micro-batch %lld shard %d", b,
+                              (long long)m, k);
+                ck_assert(!memcmp((const int64_t *)mf_tensor_data(y[k]) + off[k],
+                                  (const int64_t *)mf_tensor_data(fy) + start + at, (size_t)piece * sizeof(int64_t)));
+                off[k] += piece;
+                at += (int)piece;
+            }
+            start += bm;
+        }
+        mf_tensor_destroy(fx);
+        mf_tensor_destroy(fy);
+        for (int k = 0; k < S; k++) {
+            mf_tensor_destroy(x[k]);
+            mf_tensor_destroy(y[k]);
+        }
+    }
+    mf_loader_opts bad = full;
+    bad.micro_batches = -1;
+    ck_assert_fails(mf_loader_create(ds, &bad), MF_ERR_ARG, "-1 micro-batches");
+    mf_loader_destroy(lf);
+    for (int k = 0; k < S; k++) mf_loader_destroy(ls[k]);
+    mf_dataset_destroy(ds);
+}
+END_TEST
+
 START_TEST(synthetic_is_deterministic)
 {
     mf_dataset *a = mf_dataset_synthetic(50, 1, 8, 8, 4, 9, true), *b = mf_dataset_synthetic(50, 1, 8, 8, 4, 9, true);
@@ -280,6 +340,7 @@ static Suite *suite(void)
     tcase_add_test(tc, idx_corrupt);
     tcase_add_test(tc, permutation);
     tcase_add_test(tc, prefetch_matches_inline);
+    tcase_add_test(tc, micro_batch_shards);
     tcase_add_test(tc, synthetic_is_deterministic);
     tcase_add_test(tc, fashion_mnist);
     suite_add_tcase(s, tc);

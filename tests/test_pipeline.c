@@ -3,7 +3,9 @@
  * the balanced cut is the best one (against every cut, by brute force),
  * explicit cuts parse, and bad requests say what is wrong; and the
  * non-blocking transfers that carry activations and gradients between
- * stage placements (1 rank in make check, 2-4 ranks in tests/coll.sh).
+ * stage placements (1 rank in make check, 2-4 ranks in tests/pipeline.sh);
+ * the GPipe and 1F1B orders: complete, deadlock-free, with the bubble
+ * and the activation memory they promise.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +108,75 @@ START_TEST(test_cuts_and_errors)
 }
 END_TEST
 
+/* Every micro-batch runs forward then backward once per stage, backwards
+ * in micro-batch order; GPipe holds all M activations, 1F1B at most
+ * P - s. Run together with unit-time forwards and backwards (forward m
+ * on stage s needs stage s-1's; backward m needs stage s+1's), the
+ * stages finish without deadlock in (M + P - 1) * 2 units: the bubble
+ * is (P - 1) / (M + P - 1) for both schedules. */
+START_TEST(test_schedules)
+{
+    enum { PMAX = 6, MMAX = 9 };
+    for (int k = 0; k < 2; k++) {
+        mf_pipeline_schedule sc = k ? MF_PIPELINE_1F1B : MF_PIPELINE_GPIPE;
+        const char *name = mf_pipeline_schedule_name(sc);
+        for (int P = 1; P <= PMAX; P++)
+            for (int M = 1; M <= MMAX; M++) {
+                int ops[PMAX][2 * MMAX], pos[PMAX] = {0}, fdone[PMAX][MMAX], bdone[PMAX][MMAX], free_at[PMAX] = {0};
+                for (int s = 0; s < P; s++) {
+                    ck_assert_ok(mf_pipeline_order(sc, P, s, M, ops[s]));
+                    int held = 0, most = 0, nextb = 0, seenf[MMAX] = {0};
+                    for (int i = 0; i < 2 * M; i++) {
+                        int m = ops[s][i] >= 0 ? ops[s][i] : ~ops[s][i];
+                        ck_assert(m >= 0 && m < M);
+                        if (ops[s][i] >= 0) {
+                            ck_assert_msg(!seenf[m]++, "forward %d twice", m);
+                            if (++held > most) most = held;
+                        } else {
+                            ck_assert_msg(seenf[m] && m == nextb++, "%s P=%d M=%d stage %d: backward %d out of order",
+                                          name, P, M, s, m);
+                            held--;
+                        }
+                        fdone[s][m] = bdone[s][m] = -1;
+                    }
+                    int bound = sc == MF_PIPELINE_GPIPE ? M : (P - s < M ? P - s : M);
+                    ck_assert_msg(most == bound, "%s P=%d M=%d stage %d holds %d micro-batches, expected %d", name, P,
+                                  M, s, most, bound);
+                }
+                for (bool progress = true; progress;) {   /* each op takes one unit once its input is there */
+                    progress = false;
+                    for (int s = 0; s < P; s++) {
+                        if (pos[s] == 2 * M) continue;
+                        int op = ops[s][pos[s]], m = op >= 0 ? op : ~op;
+                        int dep = op >= 0 ? (s ? fdone[s - 1][m] : 0) : (s + 1 < P ? bdone[s + 1][m] : 0);
+                        if (dep < 0) continue;
+                        int t = (dep > free_at[s] ? dep : free_at[s]) + 1;
+                        if (op >= 0) fdone[s][m] = t;
+                        else bdone[s][m] = t;
+                        free_at[s] = t;
+                        pos[s]++;
+                        progress = true;
+                    }
+                }
+                int end = 0;
+                for (int s = 0; s < P; s++) {
+                    ck_assert_msg(pos[s] == 2 * M, "%s P=%d M=%d: stage %d deadlocks at op %d", name, P, M, s, pos[s]);
+                    if (free_at[s] > end) end = free_at[s];
+                }
+                ck_assert_msg(end == 2 * (M + P - 1), "%s P=%d M=%d: %d units, expected %d", name, P, M, end,
+                              2 * (M + P - 1));
+            }
+    }
+    mf_pipeline_schedule sc;
+    ck_assert_ok(mf_pipeline_schedule_parse("1f1b", &sc));
+    ck_assert_int_eq(sc, MF_PIPELINE_1F1B);
+    ck_assert_fails(mf_pipeline_schedule_parse("interleaved", &sc), MF_ERR_ARG, "expected gpipe or 1f1b");
+    int ops[4];
+    ck_assert_fails(mf_pipeline_order(MF_PIPELINE_GPIPE, 2, 2, 2, ops), MF_ERR_ARG, "stage 2 of 2 stages");
+    ck_assert_fails(mf_pipeline_order(MF_PIPELINE_GPIPE, 2, 0, 0, ops), MF_ERR_ARG, "0 micro-batches");
+}
+END_TEST
+
 /* Transfers between two stages' placements (the first half of the
  * ranks and the second; one rank: both the same), several in flight in
  * both directions as in 1F1B, finished in another order: every value
@@ -173,6 +244,7 @@ Suite *pipeline_suite(void)
     TCase *tc = tcase_create("pipeline");
     tcase_add_test(tc, test_balance_is_optimal);
     tcase_add_test(tc, test_cuts_and_errors);
+    tcase_add_test(tc, test_schedules);
     tcase_add_test(tc, test_transfers);
     suite_add_tcase(s, tc);
     return s;

@@ -58,7 +58,13 @@ typedef struct mf_loader_opts {
      * 3's balanced split of its samples), for data-parallel ranks that
      * hold their S(0) piece; the cursor still moves by whole batches */
     int shard_index, shard_count;
+    /* micro_batches > 1: the batch is cut into that many balanced
+     * micro-batches (pipeline parallelism) and the rank makes its shard
+     * of each, one after the other: rows of micro-batch 0's piece, then
+     * micro-batch 1's, ... (0 or 1: one micro-batch) */
+    int micro_batches;
 } mf_loader_opts;
+#define MF_LOADER_MAX_MICRO 1024
 
 typedef struct mf_loader mf_loader;
 MF_API mf_loader *mf_loader_create(const mf_dataset *ds, const mf_loader_opts *o);

@@ -78,8 +78,9 @@ MF_API mf_tensor *mf_to_global(mf_tensor *local, const mf_placement *p, const ch
 MF_API mf_tensor *mf_global_from_full(mf_tensor *full, const mf_placement *p, const char *sbp);
 /* From this rank's piece of a tensor of global shape gshape: the piece
  * must be exactly the block p and sbp give this rank (checked here,
- * without communication; NULL is allowed outside the placement). For a
- * data loader that makes only its own rows. Not collective. */
+ * without communication). Outside the placement only its dtype is used
+ * (NULL: f32). For a data loader that makes only its own rows. Not
+ * collective. */
 MF_API mf_tensor *mf_global_from_piece(mf_tensor *piece, int ndim, const int64_t *gshape, const mf_placement *p,
                                        const char *sbp);
 /* The block [start, start + count) per axis that this rank holds under

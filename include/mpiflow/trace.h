@@ -31,8 +31,9 @@ MF_API void mf_trace_span(const char *name, const char *cat, int tid, double t0,
  * (path.tmp, then renamed). The recording is kept. */
 MF_API mf_status mf_trace_write(const char *path);
 /* On this rank: the seconds of spans of category comm_cat, and the
- * fraction of them that lies inside spans named `inside` (for example
- * "comm" inside "backward": communication hidden behind backward). */
+ * fraction of them that lies inside spans named `inside` or `inside`
+ * followed by a space and more (for example "comm" inside "backward":
+ * communication hidden behind backward, also the pipeline's "backward 3"). */
 MF_API double mf_trace_hidden(const char *comm_cat, const char *inside, double *comm_seconds);
 
 #ifdef __cplusplus

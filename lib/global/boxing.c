@@ -513,9 +513,16 @@ mf_status mf_redistribute_start(mf_tensor *t, const mf_placement *p, const char 
     MF_TRY(mfi_check_input(fn, "the tensor", t));
     if (!t->global) MF_FAIL(MF_ERR_ARG, "%s: the tensor is local; make it global with mf_to_global", fn);
     if (!p) MF_FAIL(MF_ERR_ARG, "%s: the placement is NULL", fn);
-    const mfi_global *g = t->global;
     mf_nd_sbp to;
     MF_TRY(mfi_nd_sbp_from(fn, sbp, p, t->ndim, &to));
+    return mfi_transfer_start(t, p, &to, out);
+}
+
+mf_status mfi_transfer_start(mf_tensor *t, const mf_placement *p, const mf_nd_sbp *sbp, mf_transfer **out)
+{
+    const char *fn = "mf_redistribute_start";
+    const mfi_global *g = t->global;
+    mf_nd_sbp to = *sbp;
     char a1[128], a2[128];
     if (g->placement->dev != p->dev)
         MF_FAIL(MF_ERR_ARG, "%s: no path from placement '%s' to '%s' (device types differ)", fn,

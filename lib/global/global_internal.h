@@ -74,5 +74,7 @@ double mfi_box_cost(mf_sbp from, mf_sbp to, int n, double bytes);
 
 /* Boxing to nd-SBP s on placement p (differentiable). */
 mf_tensor *mfi_redistribute(mf_tensor *t, const mf_placement *p, const mf_nd_sbp *s);
+/* mf_redistribute_start with a checked nd-SBP (t global, p not NULL). */
+mf_status mfi_transfer_start(mf_tensor *t, const mf_placement *p, const mf_nd_sbp *sbp, mf_transfer **out);
 
 #endif

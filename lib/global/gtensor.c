@@ -323,8 +323,8 @@ mf_tensor *mfi_redistribute(mf_tensor *t, const mf_placement *p, const mf_nd_sbp
     if (t->requires_grad && mf_grad_enabled() && !same_ranks(g->placement, p)) {
         char a[128], b[128];
         mfi_error(MF_ERR_ARG, "mf_redistribute: moving a tensor that requires grad from '%s' to '%s' needs "
-                  "autograd across different rank sets, which comes with pipeline stages; detach it or use "
-                  "placements with the same ranks", mf_placement_str(g->placement, a, sizeof a),
+                  "autograd across different rank sets; run the stages with mf_pipeline (mpiflow/pipeline.h), "
+                  "detach it, or use placements with the same ranks", mf_placement_str(g->placement, a, sizeof a),
                   mf_placement_str(p, b, sizeof b));
         return NULL;
     }

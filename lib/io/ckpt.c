@@ -153,7 +153,8 @@ static herr_t move_block(hid_t ds, const layout *l, const mfi_box *b, char *data
     int64_t es = (int64_t)mf_dtype_size(l->gm.dtype), row = 1, rows = l->gm.ndim ? b->count[0] : 1;
     for (int i = 1; i < l->gm.ndim; i++) row *= b->count[i];
     bool slabs = dxpl[1] >= 0 && l->gm.ndim > 0;
-    int64_t step = !slabs ? (rows > 0 ? rows : 1) : row * es >= SLAB_BYTES ? 1 : SLAB_BYTES / (row * es);
+    /* row is 0 on a rank outside the placement (an empty box) */
+    int64_t step = !slabs || row == 0 ? (rows > 0 ? rows : 1) : row * es >= SLAB_BYTES ? 1 : SLAB_BYTES / (row * es);
     *part = 0;
     herr_t r = 0;
     for (int64_t r0 = 0; r >= 0 && (r0 < rows || (!slabs && r0 == 0)); r0 += step) {

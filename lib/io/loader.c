@@ -15,7 +15,7 @@
  */
 #include <pthread.h>
 #include <stdio.h>
-#include "lib/internal.h"
+#include "lib/global/global_internal.h"
 #include "lib/rng.h"
 
 typedef struct batch {
@@ -93,16 +93,24 @@ static mf_status make_batch(mf_loader *l, int64_t epoch, int64_t cursor, bool pa
     MF_TRY(build_perm(l, epoch));
     int64_t n = mf_dataset_size(l->ds), b = l->o.batch_size;
     if (b > n - cursor) b = n - cursor;
-    if (l->o.shard_count > 1) {   /* this rank's rows of the batch */
-        int64_t q = b / l->o.shard_count, r = b % l->o.shard_count, k = l->o.shard_index;
-        cursor += k * q + (k < r ? k : r);
-        b = q + (k < r);
+    /* this rank's rows: for each micro-batch (balanced pieces of the
+     * batch), its shard of that micro-batch's rows */
+    int M = l->o.micro_batches > 1 ? l->o.micro_batches : 1, S = l->o.shard_count > 1 ? l->o.shard_count : 1;
+    int k = S > 1 ? l->o.shard_index : 0;
+    int64_t seg_start[MF_LOADER_MAX_MICRO], seg_len[MF_LOADER_MAX_MICRO], rows = 0;
+    for (int m = 0; m < M; m++) {
+        int64_t ms, mb, ks, kb;
+        mfi_split(b, M, m, &ms, &mb);
+        mfi_split(mb, S, k, &ks, &kb);
+        seg_start[m] = cursor + ms + ks;
+        seg_len[m] = kb;
+        rows += kb;
     }
     int64_t shape[3];
     mf_dataset_sample_shape(l->ds, shape);
     int64_t d = shape[0] * shape[1] * shape[2];
-    mf_tensor *tx = mf_empty(MF_F32, MF_DIMS(b, shape[0], shape[1], shape[2]));
-    mf_tensor *ty = mf_empty(MF_I64, MF_DIMS(b));
+    mf_tensor *tx = mf_empty(MF_F32, MF_DIMS(rows, shape[0], shape[1], shape[2]));
+    mf_tensor *ty = mf_empty(MF_I64, MF_DIMS(rows));
     if (!tx || !ty) {
         mf_tensor_destroy(tx);
         mf_tensor_destroy(ty);
@@ -113,13 +121,17 @@ static mf_status make_batch(mf_loader *l, int64_t epoch, int64_t cursor, bool pa
     const uint8_t *pixels = mfi_dataset_pixels(l->ds);
     const int64_t *labels = mfi_dataset_labels(l->ds);
     const float scale = l->scale, shift = l->shift;
-    const int64_t *perm = l->perm + cursor;
-    #pragma omp parallel for if (par && b * d >= 65536) schedule(static)
-    for (int64_t i = 0; i < b; i++) {
-        const uint8_t *src = pixels + perm[i] * d;
-        float *dst = px + i * d;
-        for (int64_t j = 0; j < d; j++) dst[j] = (float)src[j] * scale + shift;
-        py[i] = labels[perm[i]];
+    for (int m = 0, row0 = 0; m < M; row0 += (int)seg_len[m], m++) {
+        const int64_t *perm = l->perm + seg_start[m], cnt = seg_len[m];
+        float *pxm = px + (int64_t)row0 * d;
+        int64_t *pym = py + row0;
+        #pragma omp parallel for if (par && cnt * d >= 65536) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) {
+            const uint8_t *src = pixels + perm[i] * d;
+            float *dst = pxm + i * d;
+            for (int64_t j = 0; j < d; j++) dst[j] = (float)src[j] * scale + shift;
+            pym[i] = labels[perm[i]];
+        }
     }
     *x = tx;
     *y = ty;
@@ -179,6 +191,11 @@ mf_loader *mf_loader_create(const mf_dataset *ds, const mf_loader_opts *o)
     }
     if (!(o->std > 0)) {
         mfi_error(MF_ERR_ARG, "mf_loader_create: std %g must be > 0", o->std);
+        return NULL;
+    }
+    if (o->micro_batches < 0 || o->micro_batches > MF_LOADER_MAX_MICRO) {
+        mfi_error(MF_ERR_ARG, "mf_loader_create: %d micro-batches is not in 0 .. %d", o->micro_batches,
+                  MF_LOADER_MAX_MICRO);
         return NULL;
     }
     if (o->shard_count < 0 || (o->shard_count > 0 && (o->shard_index < 0 || o->shard_index >= o->shard_count))) {

@@ -59,6 +59,7 @@ struct mfi_grad_buckets {
 };
 
 static mfi_grad_buckets *armed;   /* the buckets autograd's hook fills */
+static bool held;                  /* mfi_grad_buckets_hold: the hook ignores gradients */
 
 /* rows of parameter slot s for rank q in a ZeRO bucket */
 static void zero_rows(const mfi_opt_param *p, const bucket *b, int q, int64_t *row0, int64_t *rows)
@@ -270,6 +271,7 @@ static void on_ready(mf_tensor *leaf, void *user)
 {
     mfi_grad_buckets *gb = user;
     mf_optim *o = gb->o;
+    if (held) return;
     int i = -1;
     for (int k = 0; k < o->n && i < 0; k++) {   /* usually the one before the last found */
         int j = ((gb->last_found - 1 - k) % o->n + o->n) % o->n;
@@ -442,6 +444,8 @@ mf_status mf_optim_set_bucket_mb(mf_optim *o, double mb)
     o->bucket_mb = mb;
     return MF_OK;
 }
+
+void mfi_grad_buckets_hold(bool on) { held = on; }
 
 mf_status mfi_grad_buckets_flush(void)
 {

@@ -57,6 +57,10 @@ mf_status mfi_grad_buckets_prepare(mf_optim *o);
 /* Finishes the hooked buckets' round, if one is open: gradients are
  * synced after it (mf_clip_grad_norm calls it first). Collective. */
 mf_status mfi_grad_buckets_flush(void);
+/* Gradient accumulation over micro-batches (DDP's no_sync): while held,
+ * backward's gradients stay local; the backward after the hold ends
+ * sends the accumulated sums, overlapped as usual. */
+void mfi_grad_buckets_hold(bool on);
 /* After mf_clip_grad_norm scaled the gradients by coef: the ZeRO shards
  * the flush made are scaled too. */
 void mfi_grad_buckets_scaled(double coef);
