@@ -1,6 +1,8 @@
 # bench/: benchmark programs that print tables (not tests). See
 # doc/performance.md for how to run them and the recorded results.
-noinst_PROGRAMS += bench/bench_train bench/bench_conv bench/bench_boxing bench/bench_ckpt
+noinst_PROGRAMS += bench/bench_train bench/bench_conv bench/bench_boxing bench/bench_ckpt bench/bench_pipeline
+bench_bench_pipeline_SOURCES = bench/bench_pipeline.c
+bench_bench_pipeline_LDADD = libmpiflow.la
 bench_bench_ckpt_SOURCES = bench/bench_ckpt.c
 bench_bench_ckpt_LDADD = libmpiflow.la
 bench_bench_boxing_SOURCES = bench/bench_boxing.c

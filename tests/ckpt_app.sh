@@ -15,7 +15,6 @@ T=$TMPDIR_TEST
 CKPT="$top_builddir/mpiflow-ckpt"
 c="--model mlp --dataset synthetic --synthetic-size 2000,100 --batch-size 40 --optimizer momentum --lr 0.002
     --seed 5 --log-every 1 --threads 1 --no-eval"
-losses() { tail -n +2 "$1" | cut -d, -f3; }
 
 # the reference: 60 steps on one rank, straight
 # shellcheck disable=SC2086

@@ -68,3 +68,17 @@ run_suite() {
     [ "$rc" -eq 0 ] || fail "$name on $np ranks $*: exit $rc"
     grep -q "100%: Checks" "$TMPDIR_TEST/out" || fail "$name on $np ranks $*: no summary"
 }
+
+# losses FILE.csv: the loss column of a --metrics file
+losses() { tail -n +2 "$1" | cut -d, -f3; }
+
+# same_losses A.csv B.csv WHAT [TOL]: the losses of two --metrics files
+# agree within TOL, relative (default 1e-5; 0: the same digits)
+same_losses() {
+    losses "$2" >"$TMPDIR_TEST/b.loss"
+    losses "$1" | paste -d' ' - "$TMPDIR_TEST/b.loss" |
+        awk -v what="$3" -v tol="${4:-1e-5}" '{ d = $1 - $2; if (d < 0) d = -d; r = d / (1e-3 + ($1 < 0 ? -$1 : $1));
+                 if (r > w) w = r; n++ }
+             END { printf "ok: %s: worst relative loss difference %.3g over %d steps\n", what, w, n;
+                   exit !(n > 0 && w <= tol) }' || fail "$3: losses differ"
+}
