@@ -190,8 +190,8 @@ int main(int argc, char **argv)
                "-", "1.00");
     }
     int code = 0;
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < nm; i++) {
+    for (int i = 0; i < nm; i++)   /* both schedules for each M in turn: no drift between them */
+        for (int k = 0; k < 2; k++) {
             int M = micro[i];
             if (M < 1 || M > 1024 || batch % M) continue;
             mf_pipeline_schedule sc = k ? MF_PIPELINE_1F1B : MF_PIPELINE_GPIPE;

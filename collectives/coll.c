@@ -198,6 +198,16 @@ mf_status mfi_exchange_wait(mfi_xreq *x)
     return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Waitall");
 }
 
+bool mfi_exchange_test(mfi_xreq *x)
+{
+    if (!x) return true;
+    int done = 1;
+    MPI_Status *sts = malloc(((size_t)x->n + 1) * sizeof *sts);
+    int rc = sts ? MPI_Testall(x->n, x->req, &done, sts) : MPI_SUCCESS;
+    free(sts);
+    return rc != MPI_SUCCESS || done != 0;   /* a failure: the wait reports it */
+}
+
 mf_status mfi_exchange(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
                        mf_dtype dt)
 {

@@ -85,6 +85,9 @@ mf_status mfi_exchange(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2
 typedef struct mfi_xreq mfi_xreq;
 mf_status mfi_exchange_start(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
                              mf_dtype dt, int tag, mfi_xreq **out);
+/* Whether x has completed (then mfi_exchange_wait returns at once);
+ * drives MPI's progress. Not collective. */
+bool mfi_exchange_test(mfi_xreq *x);
 mf_status mfi_exchange_wait(mfi_xreq *x);
 /* A duplicate of the world for pipeline transfers, so that their
  * point-to-point messages never match the boxing path's. */

@@ -548,6 +548,8 @@ mf_status mfi_transfer_start(mf_tensor *t, const mf_placement *p, const mf_nd_sb
     return MF_OK;
 }
 
+bool mfi_transfer_test(mf_transfer *x) { return !x || mfi_exchange_test(x->pd.x); }
+
 mf_tensor *mf_transfer_finish(mf_transfer *x)
 {
     if (!x) {

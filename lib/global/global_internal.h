@@ -76,5 +76,8 @@ double mfi_box_cost(mf_sbp from, mf_sbp to, int n, double bytes);
 mf_tensor *mfi_redistribute(mf_tensor *t, const mf_placement *p, const mf_nd_sbp *s);
 /* mf_redistribute_start with a checked nd-SBP (t global, p not NULL). */
 mf_status mfi_transfer_start(mf_tensor *t, const mf_placement *p, const mf_nd_sbp *sbp, mf_transfer **out);
+/* Whether the transfer's messages have all completed (mf_transfer_finish
+ * then does not wait); lets MPI progress. */
+bool mfi_transfer_test(mf_transfer *x);
 
 #endif

@@ -429,6 +429,32 @@ static mf_status last_stage(run *r, int m, mf_tensor *out)
     return st;
 }
 
+/* a forward or backward's compute, from t0 to now: busy time and a trace span */
+static void computed(run *r, const char *what, int m, double t0)
+{
+    double t1 = mf_time();
+    r->busy += t1 - t0;
+    if (mf_trace_enabled()) {
+        char name[48];
+        snprintf(name, sizeof name, "%s %d", what, m);
+        mf_trace_span(name, "pipeline", 0, t0, t1);
+    }
+}
+
+/* Frees the sends that have completed, without waiting: their buffers
+ * go as soon as the neighbour has the data, and MPI progresses the
+ * transfers in flight at every forward and backward. */
+static mf_status reap(run *r)
+{
+    mf_status st = MF_OK;
+    for (int m = 0; m < r->n && st == MF_OK; m++) {
+        mb *b = &r->mbs[m];
+        if (b->send_act && mfi_transfer_test(b->send_act)) st = finish_transfer(&b->send_act);
+        if (st == MF_OK && b->send_grad && mfi_transfer_test(b->send_grad)) st = finish_transfer(&b->send_grad);
+    }
+    return st;
+}
+
 static mf_status forward_one(run *r, int m)
 {
     mf_pipeline *pp = r->pp;
@@ -447,28 +473,21 @@ static mf_status forward_one(run *r, int m)
     mf_tensor *out = run_stage(pp, s, m, r->base, b->in);
     if (!out) return mf_last_status();
     mf_status st = MF_OK;
-    if (s == pp->P - 1) {
-        st = last_stage(r, m, out);
-    } else {
-        b->out = sendable(out);
-        st = b->out ? mfi_transfer_start(b->out, pp->pl[s + 1], &pp->in_sbp[s + 1], &b->send_act) : mf_last_status();
+    if (s == pp->P - 1) st = last_stage(r, m, out);
+    else if (!(b->out = sendable(out))) st = mf_last_status();
+    mf_tensor_destroy(out);
+    computed(r, "forward", m, t0);
+    if (st == MF_OK && s < pp->P - 1) {
+        st = mfi_transfer_start(b->out, pp->pl[s + 1], &pp->in_sbp[s + 1], &b->send_act);
         if (st == MF_OK && r->train) {   /* its gradient comes back in the layout it left in */
             mf_tensor *g = meta_on(b->out, pp->pl[s + 1], &pp->in_sbp[s + 1]);
             st = g ? mfi_transfer_start(g, pp->pl[s], &b->out->global->sbp, &b->recv_grad) : mf_last_status();
             mf_tensor_destroy(g);
         }
     }
-    mf_tensor_destroy(out);
-    double t1 = mf_time();
-    r->busy += t1 - t0;
-    if (mf_trace_enabled()) {
-        char name[48];
-        snprintf(name, sizeof name, "forward %d", m);
-        mf_trace_span(name, "pipeline", 0, t0, t1);
-    }
     if (!r->train) mb_release(b);
     else if (++r->in_flight > r->max_in_flight) r->max_in_flight = r->in_flight;
-    return st;
+    return st == MF_OK ? reap(r) : st;
 }
 
 /* the input leaf's gradient (zeros when nothing reached it), in the
@@ -514,23 +533,14 @@ static mf_status backward_one(run *r, int m)
     mf_status st = mf_backward_ex(b->out, g, false);
     mfi_grad_buckets_hold(false);
     mf_tensor_destroy(g);
-    if (st == MF_OK) st = finish_transfer(&b->send_act);
-    if (st == MF_OK && s > 0) {
-        mf_tensor *ga = input_grad(pp, b);
-        st = ga ? mfi_transfer_start(ga, pp->pl[s - 1], &b->ghost->global->sbp, &b->send_grad) : mf_last_status();
-        mf_tensor_destroy(ga);
-        if (st == MF_OK && m > 0) st = finish_transfer(&r->mbs[m - 1].send_grad);
-    }
-    double t1 = mf_time();
-    r->busy += t1 - t0;
-    if (mf_trace_enabled()) {
-        char name[48];
-        snprintf(name, sizeof name, "backward %d", m);
-        mf_trace_span(name, "pipeline", 0, t0, t1);
-    }
+    mf_tensor *ga = st == MF_OK && s > 0 ? input_grad(pp, b) : NULL;
+    if (st == MF_OK && s > 0 && !ga) st = mf_last_status();
+    computed(r, "backward", m, t0);
+    if (ga) st = mfi_transfer_start(ga, pp->pl[s - 1], &b->ghost->global->sbp, &b->send_grad);
+    mf_tensor_destroy(ga);
     mb_release(b);
     r->in_flight--;
-    return st;
+    return st == MF_OK ? reap(r) : st;
 }
 
 /* Runs this rank's stage through ops[0..nops-1] and finishes every
