@@ -10,7 +10,7 @@ prefix=$(sed -n 's/^prefix=//p' "$top_builddir/mpiflow.pc")
 root="$dest$prefix"
 libdir=$(PKG_CONFIG_PATH="$root/lib/pkgconfig" pkg-config --define-variable=prefix="$root" --variable=libdir mpiflow)
 for f in "$root/include/mpiflow.h" "$root/include/mpiflow/tensor.h" "$root/include/mpiflow/models.h" \
-         "$root/include/mpiflow/global.h" \
+         "$root/include/mpiflow/global.h" "$root/include/mpiflow/pipeline.h" \
          "$libdir/libmpiflow.so" "$libdir/libmpiflow.a" "$libdir/pkgconfig/mpiflow.pc" "$root/bin/mpiflow-train" "$root/bin/mpiflow-ckpt" "$root/bin/mpiflow-bench"; do
     [ -e "$f" ] || fail "not installed: $f"
 done
@@ -37,6 +37,19 @@ l1=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/hy.1")
 l2=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/hy.2")
 [ -n "$l1" ] && [ "$l1" = "$l2" ] || fail "hybrid_mlp: losses on 1 rank ($l1) and 2 ranks ($l2) differ"
 grep -q "logits S(0), loss P" "$TMPDIR_TEST/hy.2" || fail "hybrid_mlp: unexpected SBPs"
+# the pipeline example (hidden layer on rank 0, output layer on rank 1): the 1-rank losses
+# shellcheck disable=SC2086
+mpicc -std=c11 -Wall -Wextra -Werror ${MF_BUILD_CFLAGS:-} "$top_srcdir/examples/pipeline_mlp.c" $cflags $libs \
+    ${MF_BUILD_LDFLAGS:-} -o "$TMPDIR_TEST/pipeline_mlp" || fail "examples/pipeline_mlp.c does not build"
+for np in 1 2; do
+    LD_LIBRARY_PATH="$libdir" OPENBLAS_NUM_THREADS=1 "$MPIEXEC" -n "$np" "$TMPDIR_TEST/pipeline_mlp" \
+        >"$TMPDIR_TEST/pp.$np" 2>&1 || { cat "$TMPDIR_TEST/pp.$np"; fail "pipeline_mlp failed on $np ranks"; }
+    cat "$TMPDIR_TEST/pp.$np"
+done
+l1=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/pp.1")
+l2=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/pp.2")
+[ -n "$l1" ] && [ "$l1" = "$l2" ] || fail "pipeline_mlp: losses with 1 stage ($l1) and 2 stages ($l2) differ"
+grep -q "with 2 stage(s), 4 micro-batches" "$TMPDIR_TEST/pp.2" || fail "pipeline_mlp: not 2 stages on 2 ranks"
 LD_LIBRARY_PATH="$libdir" "$root/bin/mpiflow-train" --help | grep -q 'usage:' || fail "installed mpiflow-train --help"
 LD_LIBRARY_PATH="$libdir" "$root/bin/mpiflow-ckpt" --help | grep -q 'usage: mpiflow-ckpt' || fail "installed mpiflow-ckpt --help"
 cat "$TMPDIR_TEST/ex.out"

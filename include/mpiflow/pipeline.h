@@ -106,7 +106,8 @@ typedef mf_status (*mf_pipeline_metric_fn)(mf_tensor *out, mf_tensor *target, vo
 MF_API mf_status mf_pipeline_eval(mf_pipeline *pipe, int n, mf_tensor *const *x, mf_tensor *const *y,
                                   mf_pipeline_metric_fn fn, void *user, int nvals, double *sums);
 
-/* This rank's view of the last mf_pipeline_train_step. */
+/* This rank's view of the last mf_pipeline_train_step (which resets the
+ * allocator's peak, mf_memory_reset_peak, at its start). */
 typedef struct mf_pipeline_stats {
     double step_s;                 /* wall time of the step */
     double busy_s;                 /* in this stage's forward and backward compute */

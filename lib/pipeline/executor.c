@@ -248,6 +248,22 @@ static mf_tensor *meta_on(const mf_tensor *t, const mf_placement *p, const mf_nd
     return mfi_global_wrap(NULL, p, s, &gm, false);
 }
 
+/* Stage s on x (micro-batch m; real on its ranks, metadata elsewhere),
+ * its partial sums done; then, by `next`, left on stage s, moved to
+ * stage s + 1's input layout (blocking), or only its metadata put there. */
+enum { STAY, MOVE, META };
+static mf_tensor *through_stage(mf_pipeline *pp, int s, int m, uint64_t base, mf_tensor *x, int next)
+{
+    mf_tensor *y = run_stage(pp, s, m, base, x);
+    mf_tensor *out = y ? sendable(y) : NULL;
+    mf_tensor_destroy(y);
+    if (!out || next == STAY) return out;
+    mf_tensor *moved = next == MOVE ? mfi_redistribute(out, pp->pl[s + 1], &pp->in_sbp[s + 1])
+                                    : meta_on(out, pp->pl[s + 1], &pp->in_sbp[s + 1]);
+    mf_tensor_destroy(out);
+    return moved;
+}
+
 /* What stage me-1 sends for micro-batch m, as metadata: the stages
  * before this rank's run on x's metadata (this rank is in none of them). */
 static mf_tensor *ghost_input(mf_pipeline *pp, int m, uint64_t base, mf_tensor *x)
@@ -255,15 +271,9 @@ static mf_tensor *ghost_input(mf_pipeline *pp, int m, uint64_t base, mf_tensor *
     bool prev = mf_set_grad_enabled(false);
     mf_tensor *g = mf_tensor_retain(x);
     for (int j = 0; j < pp->me && g; j++) {
-        mf_tensor *y = run_stage(pp, j, m, base, g);
+        mf_tensor *h = through_stage(pp, j, m, base, g, j + 1 < pp->me ? META : STAY);
         mf_tensor_destroy(g);
-        g = y ? sendable(y) : NULL;
-        mf_tensor_destroy(y);
-        if (g && j + 1 < pp->me) {
-            mf_tensor *h = meta_on(g, pp->pl[j + 1], &pp->in_sbp[j + 1]);
-            mf_tensor_destroy(g);
-            g = h;
-        }
+        g = h;
     }
     mf_set_grad_enabled(prev);
     return g;
@@ -327,15 +337,9 @@ static mf_status probe(mf_pipeline *pp, mf_tensor *x, mf_tensor *y, mf_pipeline_
     mf_tensor *cur = mf_tensor_retain(x);
     mf_status st = MF_OK;
     for (int s = 0; s < pp->P && st == MF_OK; s++) {
-        mf_tensor *out = run_stage(pp, s, 0, base, cur);
+        mf_tensor *next = through_stage(pp, s, 0, base, cur, s + 1 < pp->P ? MOVE : STAY);
         mf_tensor_destroy(cur);
-        cur = out ? sendable(out) : NULL;
-        mf_tensor_destroy(out);
-        if (cur && s + 1 < pp->P) {
-            mf_tensor *next = mfi_redistribute(cur, pp->pl[s + 1], &pp->in_sbp[s + 1]);
-            mf_tensor_destroy(cur);
-            cur = next;
-        }
+        cur = next;
         st = mf_agree(cur ? MF_OK : mf_last_status());
     }
     if (st == MF_OK) {
