@@ -6,12 +6,14 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "apps/parallel.h"
+#include "apps/preempt.h"
 #include "apps/train_opts.h"
 #include "mpiflow.h"
 
@@ -419,6 +421,24 @@ static int save(run *r, int64_t done)
     return 0;
 }
 
+/* After SIGUSR1 or SIGTERM (agreed by every rank): the checkpoint of
+ * this step, and exit 0, so that a requeued job resumes from it. */
+static int stop_early(run *r, int64_t done, int sig, bool saved)
+{
+    if (r->o.checkpoint && !saved && save(r, done)) return 1;
+    if (mf_rank() == 0) {
+        const char *name = sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+        if (r->o.checkpoint)
+            printf("%smpiflow-train: %s: stopped after step %lld of %lld; resume with --resume %s\n",
+                   r->bar ? "\n" : "", name, (long long)done, (long long)r->total_steps, r->o.checkpoint);
+        else
+            printf("%smpiflow-train: %s: stopped after step %lld of %lld; nothing saved (no --checkpoint)\n",
+                   r->bar ? "\n" : "", name, (long long)done, (long long)r->total_steps);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 static int train(run *r)
 {
     const train_opts *o = &r->o;
@@ -440,7 +460,10 @@ static int train(run *r)
         int64_t epoch = mf_loader_epoch(r->loader);
         bool epoch_end = mf_loader_cursor(r->loader) + o->batch_size > mf_dataset_size(r->train);
         meter_step(r, &m, step + 1, epoch, lr, loss);
-        if (o->save_every && (step + 1) % o->save_every == 0 && save(r, step + 1)) return 1;
+        bool saved = o->save_every && (step + 1) % o->save_every == 0;
+        if (saved && save(r, step + 1)) return 1;
+        int sig = step + 1 < r->total_steps ? preempt_agreed() : 0;
+        if (sig) return stop_early(r, step + 1, sig, saved);
         if (epoch_end && step + 1 < r->total_steps && o->eval && r->total_epochs > 1 && epoch_report(r, epoch))
             return 1;
     }
@@ -540,6 +563,7 @@ int main(int argc, char **argv)
         }
     }
     if (r.o.trace) mf_trace_enable(true);
+    preempt_install();
     code = train(&r);
     if (code == 0 && r.o.trace) code = trace_report(&r);
     if (code == 0 && r.o.dump_params && par_dump_params(r.model, r.o.dump_params) != MF_OK)

@@ -16,7 +16,7 @@
 static MPI_Comm world = MPI_COMM_NULL;
 static MPI_Comm node = MPI_COMM_NULL;    /* the ranks sharing memory (MPI_Comm_split_type) */
 static int world_rank, world_size = 1, node_rank, node_size = 1;
-static int tnode_id, tnode_count = 1, tnode_rank, tnode_size = 1, emulated;
+static int tnode_id, tnode_count = 1, tnode_rank, tnode_size = 1, emulated, from_slurm;
 
 static char bind_note[128] = "not bound";
 static MPI_Comm pipe_mpi = MPI_COMM_NULL;   /* pipeline transfers (mfi_comm_pipe) */
@@ -54,16 +54,37 @@ mf_status mfi_mpi_finalize(void)
     return MF_OK;
 }
 
+/* This process's Slurm node, when srun started it as task `world_rank`
+ * (SLURM_PROCID = the MPI rank, SLURM_NODEID and SLURM_NNODES set on
+ * every rank); -1 otherwise, e.g. under mpiexec inside an allocation,
+ * where every rank inherits the batch shell's variables. */
+static int slurm_node(int *nnodes)
+{
+    const char *pid = getenv("SLURM_PROCID"), *nid = getenv("SLURM_NODEID"), *nn = getenv("SLURM_NNODES");
+    if (!pid || !nid || !nn || !getenv("SLURM_STEP_ID")) return -1;
+    char *end;
+    long p = strtol(pid, &end, 10), id = *end ? -1 : strtol(nid, &end, 10), n = *end ? -1 : strtol(nn, &end, 10);
+    if (*end || p != world_rank || id < 0 || n < 1 || id >= n) return -1;
+    *nnodes = (int)n;
+    return (int)id;
+}
+
 /* The topology nodes: MF_RANKS_PER_NODE=k makes ranks k*i .. k*i+k-1 a
- * node; otherwise the shared-memory nodes, numbered by their first rank's
+ * node; under srun, Slurm's nodes (SLURM_NODEID) when every rank has
+ * one; otherwise the shared-memory nodes, numbered by their first rank's
  * order; then this rank's local rank and the node's size. */
 static mf_status topology_setup(void)
 {
     const char *e = getenv("MF_RANKS_PER_NODE");
     long k = e && *e ? strtol(e, NULL, 10) : 0;
+    int nn = 0, sn = k > 0 ? -1 : slurm_node(&nn), all = sn;
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, world));   /* every rank, or none */
     if (k > 0) {
         emulated = (int)k;
         tnode_id = world_rank / (int)k;
+    } else if (all >= 0) {
+        from_slurm = 1;
+        tnode_id = sn;
     } else {
         int first = world_rank;   /* the node's lowest world rank names it */
         MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, node));
@@ -132,7 +153,7 @@ void mfi_comm_world_teardown(void)
     pipe_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
     if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
     world_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
-    world_rank = node_rank = tnode_id = tnode_rank = emulated = 0;
+    world_rank = node_rank = tnode_id = tnode_rank = emulated = from_slurm = 0;
     world_size = node_size = tnode_count = tnode_size = 1;
 }
 
@@ -143,6 +164,7 @@ int mfi_comm_node_size(void) { return tnode_size; }
 int mfi_comm_node_id(void) { return tnode_id; }
 int mfi_comm_node_count(void) { return tnode_count; }
 int mfi_comm_node_emulated(void) { return emulated; }
+int mfi_comm_node_from_slurm(void) { return from_slurm; }
 int mfi_comm_shared_size(void) { return node_size; }
 
 mf_status mfi_comm_agree(mf_status local, const char *msg)

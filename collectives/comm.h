@@ -31,6 +31,8 @@ int mfi_comm_node_size(void);
 int mfi_comm_node_id(void);
 int mfi_comm_node_count(void);
 int mfi_comm_node_emulated(void);   /* MF_RANKS_PER_NODE, or 0 */
+/* 1 when the nodes are Slurm's (srun set SLURM_NODEID on every rank). */
+int mfi_comm_node_from_slurm(void);
 /* Ranks that really share this machine's memory (for thread counts). */
 int mfi_comm_shared_size(void);
 

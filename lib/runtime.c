@@ -15,6 +15,9 @@ static mf_log_level log_level = MF_LOG_INFO;
 
 static int default_threads(void)
 {
+    /* srun's tasks get the CPUs Slurm gave each (--cpus-per-task) */
+    const char *cpt = getenv("SLURM_CPUS_PER_TASK");
+    if (cpt && *cpt && getenv("SLURM_STEP_ID") && atoi(cpt) > 0) return atoi(cpt);
     int total = 0;
     int usable = mfi_topo_cores(&total);
     /* A rank bound to a subset of the cores (by Slurm or mpiexec) uses
@@ -92,6 +95,7 @@ const char *mf_topology_str(char *buf, size_t size)
     int k = mfi_comm_node_emulated();
     char emu[64] = "";
     if (k) snprintf(emu, sizeof emu, " (emulated, MF_RANKS_PER_NODE=%d)", k);
+    else if (mfi_comm_node_from_slurm()) snprintf(emu, sizeof emu, " (Slurm's SLURM_NODEID)");
     snprintf(buf, size, "rank %d of %d: node %d of %d%s, local rank %d of %d; %s (%s)", mf_rank(), mf_world_size(),
              mf_node_id(), mf_node_count(), emu, mf_local_rank(), mf_local_size(), machine, mfi_comm_bind_note());
     return buf;

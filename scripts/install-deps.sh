@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages mpiflow needs, skipping those already
 # present. Idempotent; run as root (or through sudo when available).
-#   scripts/install-deps.sh            build, test and run dependencies
+#   scripts/install-deps.sh            build, test and run dependencies (and
+#                                      Slurm for tests/slurm.sh, when it installs)
 #   scripts/install-deps.sh --bench    also PyTorch, for bench/ comparisons
 set -eu
 
@@ -10,13 +11,15 @@ mpich libmpich-dev libopenblas-dev libopenblas-openmp-dev libhwloc-dev hwloc
 libhdf5-mpich-dev hdf5-tools check zlib1g-dev librandom123-dev
 dataset-fashion-mnist"
 BENCH_PKGS="python3-torch python3-numpy python3-h5py"
+# for tests/slurm.sh, which SKIPs without them: installed when possible
+SLURM_PKGS="slurm-wlm munge"
 
-want="$PKGS"
+want="$PKGS $SLURM_PKGS"
 for arg in "$@"; do
     case "$arg" in
     --bench) want="$want $BENCH_PKGS" ;;
     -h | --help)
-        sed -n '2,5s/^# \{0,1\}//p' "$0"
+        sed -n '2,6s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
@@ -51,10 +54,16 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 bench=""
 base=""
+slurm=""
 for p in $missing; do
     case " $BENCH_PKGS " in
     *" $p "*) bench="$bench $p" ;;
-    *) base="$base $p" ;;
+    *)
+        case " $SLURM_PKGS " in
+        *" $p "*) slurm="$slurm $p" ;;
+        *) base="$base $p" ;;
+        esac
+        ;;
     esac
 done
 # shellcheck disable=SC2086
@@ -62,3 +71,6 @@ done
 # PyTorch's recommends are large and not needed for a CPU comparison
 # shellcheck disable=SC2086
 [ -z "$bench" ] || $SUDO apt-get install -y -q --no-install-recommends $bench
+# shellcheck disable=SC2086
+[ -z "$slurm" ] || $SUDO apt-get install -y -q $slurm ||
+    echo "install-deps.sh: could not install$slurm; tests/slurm.sh will SKIP" >&2

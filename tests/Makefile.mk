@@ -17,7 +17,7 @@ AM_CFLAGS += $(CHECK_CFLAGS)
 
 SHELL_TESTS = tests/layering.sh tests/app_errors.sh tests/determinism.sh tests/train_mlp.sh \
 	tests/train_lenet.sh tests/install.sh tests/global.sh tests/parallel_parity.sh tests/ckpt.sh tests/ckpt_app.sh tests/coll.sh \
-	tests/dp_sync.sh tests/pipeline.sh
+	tests/dp_sync.sh tests/pipeline.sh tests/slurm.sh
 TESTS += $(TEST_SUITES) $(SHELL_TESTS)
 TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(top_srcdir)/tests/mpirun.sh
@@ -25,7 +25,7 @@ SH_LOG_COMPILER = $(SHELL)
 AM_TESTS_ENVIRONMENT = MPIEXEC='$(MPIEXEC)'; export MPIEXEC; H5DUMP='$(H5DUMP)'; export H5DUMP; \
 	MF_BUILD_CFLAGS='$(CFLAGS)'; export MF_BUILD_CFLAGS; MF_BUILD_LDFLAGS='$(LDFLAGS)'; export MF_BUILD_LDFLAGS; \
 	top_srcdir='$(top_srcdir)'; export top_srcdir; top_builddir='$(top_builddir)'; export top_builddir;
-EXTRA_DIST += tests/mpirun.sh tests/lib.sh $(SHELL_TESTS)
+EXTRA_DIST += tests/mpirun.sh tests/lib.sh tests/slurm_lib.sh $(SHELL_TESTS)
 # run by tests/ckpt.sh on 1 to 4 ranks, in its own directory
 check_PROGRAMS += tests/test_ckpt
 tests_test_ckpt_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS)

@@ -30,9 +30,11 @@ MF_API int mf_rank(void);        /* rank in MPI_COMM_WORLD */
 MF_API int mf_world_size(void);
 MF_API int mf_local_rank(void);  /* rank among the ranks of this node */
 MF_API int mf_local_size(void);
-/* This rank's node and the number of nodes. MF_RANKS_PER_NODE=k makes
- * one machine look like nodes of k ranks (ranks k*i .. k*i+k-1), for the
- * hierarchical collectives; mf_local_rank/size follow it. */
+/* This rank's node and the number of nodes: the machines whose ranks
+ * share memory, or under srun Slurm's nodes (SLURM_NODEID, when srun
+ * started every rank). MF_RANKS_PER_NODE=k makes one machine look like
+ * nodes of k ranks (ranks k*i .. k*i+k-1), for the hierarchical
+ * collectives; mf_local_rank/size follow it. */
 MF_API int mf_node_id(void);
 MF_API int mf_node_count(void);
 /* One line on what this rank sees: its node, local rank, the machine as
@@ -41,7 +43,8 @@ MF_API int mf_node_count(void);
 MF_API const char *mf_topology_str(char *buf, size_t size);
 
 /* Threads used by the CPU kernels and OpenBLAS on this rank. n <= 0
- * restores the default: usable cores / ranks on this node, at least 1. */
+ * restores the default: SLURM_CPUS_PER_TASK under srun, else usable
+ * cores / ranks on this node, at least 1. */
 MF_API mf_status mf_set_threads(int n);
 MF_API int mf_threads(void);
 /* Cores this rank may use: its binding, or its share of the node. */
