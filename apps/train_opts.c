@@ -97,6 +97,8 @@ void train_opts_usage(FILE *f)
         "  MF_DETERMINISTIC=1         sum allreduces and reduce-scatters in rank order\n"
         "  MF_RANKS_PER_NODE=k        treat every k ranks as one node (test hierarchical paths)\n"
         "  MF_BIND=none               do not bind ranks to cores\n"
+        "  MF_TIMEOUT=secs            report a collective some rank has not joined after secs,\n"
+        "                             naming it and the missing ranks, and abort (doc/slurm.md)\n"
         "\n"
         "The last line printed starts with 'final' and holds test_accuracy= and test_loss=.\n"
         "Exit status: 0 on success, 2 on bad input (flags, data files), 1 on other failures.\n",

@@ -137,7 +137,9 @@ mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, voi
         free(sc);
         return st;
     }
+    int tok = mfi_ledger_enter(c, "all-to-all");
     int rc = MPI_Alltoallv(send, sc, sd, mfi_mpi_type(dt), recv, rc_, rd, mfi_mpi_type(dt), c->comm);
+    mfi_ledger_leave(tok);
     free(sc);
     free(rc_);
     return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Alltoallv");
@@ -149,8 +151,10 @@ mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root)
     MF_TRY(check_comm("broadcast", c, dt));
     MF_TRY(to_int("broadcast", count, &n));
     if (c->size == 1 || n == 0) return MF_OK;
-    MFI_MPI_TRY(MPI_Bcast(buf, n, mfi_mpi_type(dt), root, c->comm));
-    return MF_OK;
+    int tok = mfi_ledger_enter(c, "broadcast");
+    int rc = MPI_Bcast(buf, n, mfi_mpi_type(dt), root, c->comm);
+    mfi_ledger_leave(tok);
+    return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Bcast");
 }
 
 struct mfi_xreq {

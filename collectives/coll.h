@@ -65,6 +65,20 @@ mf_status mfi_coll_check_env(void);
 /* Finishes queued requests and stops the progress thread (mf_finalize). */
 void mfi_request_shutdown(void);
 
+/* ---- the watchdog's ledger (watchdog.c; MF_TIMEOUT). enter/leave
+ * bracket each blocking collective on the main thread: enter counts it on
+ * c and returns a token for leave (0: not recorded). context names what
+ * the next collectives move (boxing sets it; "" clears it). */
+int mfi_ledger_enter(mf_comm *c, const char *op);
+void mfi_ledger_leave(int token);
+void mfi_ledger_context(const char *text);
+bool mfi_ledger_on(void);   /* MF_TIMEOUT is set: worth describing what moves */
+/* Starts the watchdog thread when MF_TIMEOUT is set (collective, at
+ * mf_init); MF_ERR_ARG for a bad value or an MPI without
+ * MPI_THREAD_MULTIPLE. stop ends it (mf_finalize). */
+mf_status mfi_watchdog_start(void);
+void mfi_watchdog_stop(void);
+
 /* Block k of count elements cut into n balanced blocks (the first
  * count % n blocks one longer): the split of S(axis) and of the ring. */
 void mfi_block(int64_t count, int n, int k, int64_t *off, int64_t *len);

@@ -147,6 +147,7 @@ void mfi_comm_barrier(void)
 void mfi_comm_world_teardown(void)
 {
     mfi_request_shutdown();
+    mfi_watchdog_stop();
     mfi_comm_extras_free(&world_comm);
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     if (pipe_mpi != MPI_COMM_NULL) MPI_Comm_free(&pipe_mpi);
@@ -171,7 +172,10 @@ mf_status mfi_comm_agree(mf_status local, const char *msg)
 {
     if (world == MPI_COMM_NULL) return local;
     int mine = local != MF_OK ? world_rank : INT_MAX, lowest = INT_MAX;
-    MPI_TRY(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, world));
+    int tok = mfi_ledger_enter(&world_comm, "agreement");
+    int arc = MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, world);
+    mfi_ledger_leave(tok);
+    MPI_TRY(arc);
     if (lowest == INT_MAX) return MF_OK;
     struct { int status; char text[1536]; } m;
     memset(&m, 0, sizeof m);

@@ -205,7 +205,7 @@ static mf_status check_call(const char *what, const mf_comm *c, mf_dtype dt)
     return MF_OK;
 }
 
-mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a)
+static mf_status allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a)
 {
     MF_TRY(check_call("allreduce", c, dt));
     if (count < 0) MF_FAIL(MF_ERR_ARG, "allreduce: negative count %lld", (long long)count);
@@ -217,8 +217,16 @@ mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t c
     return run_allreduce(c, recv, count, dt, a);
 }
 
-mf_status mfi_pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts,
-                          mf_dtype dt, mf_coll_algo a)
+mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a)
+{
+    int tok = mfi_ledger_enter(c, "allreduce");
+    mf_status st = allreduce_algo(c, send, recv, count, dt, a);
+    mfi_ledger_leave(tok);
+    return st;
+}
+
+static mf_status pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts,
+                             mf_dtype dt, mf_coll_algo a)
 {
     MF_TRY(check_call(op_names[op], c, dt));
     for (int r = 0; r < c->size; r++)
@@ -233,6 +241,15 @@ mf_status mfi_pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *re
         return mfi_reduce_scatter_pieces(c, send, c->size, counts, recv, dt);
     if (a == MF_COLL_AUTO) MF_TRY(mfi_coll_choose(op, c, bytes, &a));
     return piece_algo(op, a)(c, send, recv, counts, dt);
+}
+
+mf_status mfi_pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts,
+                          mf_dtype dt, mf_coll_algo a)
+{
+    int tok = mfi_ledger_enter(c, op_names[op]);
+    mf_status st = pieces_algo(op, c, send, recv, counts, dt, a);
+    mfi_ledger_leave(tok);
+    return st;
 }
 
 mf_status mfi_allreduce(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt)

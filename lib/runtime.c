@@ -43,6 +43,7 @@ mf_status mf_init(int *argc, char ***argv)
     if (st == MF_OK) st = mfi_comm_world_setup();
     if (st == MF_OK) {   /* a bad MF_*_ALGO fails here, on every rank */
         mf_status env = mfi_coll_check_env();
+        if (env == MF_OK) env = mfi_watchdog_start();   /* MF_TIMEOUT */
         char msg[512];
         snprintf(msg, sizeof msg, "%s", env != MF_OK ? mf_last_error() : "");
         st = mfi_comm_agree(env, msg);

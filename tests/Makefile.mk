@@ -17,7 +17,7 @@ AM_CFLAGS += $(CHECK_CFLAGS)
 
 SHELL_TESTS = tests/layering.sh tests/app_errors.sh tests/determinism.sh tests/train_mlp.sh \
 	tests/train_lenet.sh tests/install.sh tests/global.sh tests/parallel_parity.sh tests/ckpt.sh tests/ckpt_app.sh tests/coll.sh \
-	tests/dp_sync.sh tests/pipeline.sh tests/slurm.sh
+	tests/dp_sync.sh tests/pipeline.sh tests/slurm.sh tests/watchdog.sh
 TESTS += $(TEST_SUITES) $(SHELL_TESTS)
 TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(top_srcdir)/tests/mpirun.sh
@@ -30,3 +30,6 @@ EXTRA_DIST += tests/mpirun.sh tests/lib.sh tests/slurm_lib.sh $(SHELL_TESTS)
 check_PROGRAMS += tests/test_ckpt
 tests_test_ckpt_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS)
 tests_test_ckpt_LDADD = $(LDADD) $(HDF5_LIBS)
+# run by tests/watchdog.sh and tests/slurm.sh: a rank skips a collective
+check_PROGRAMS += tests/watchdog_skip
+tests_watchdog_skip_LDADD = libmpiflow.la

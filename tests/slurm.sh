@@ -6,6 +6,8 @@
 #   its output ends in the final line, its parallel layout is the one the
 #   script asks for, and its checkpoint verifies and names the step;
 # - the mpiexec fallback inside an allocation;
+# - the watchdog (MF_TIMEOUT) names the rank that skipped a collective
+#   and ends the srun step instead of letting it hang;
 # - preemption: SIGUSR1 to a running job (as sbatch --signal=B:USR1@T
 #   sends it) makes the ranks checkpoint and exit 0, the script requeues
 #   the job, and the requeued job resumes with the uninterrupted losses
@@ -31,6 +33,16 @@ for r in 0 1 2 3; do
     grep -q "^rank $r of 4: node $n of 2 (Slurm's SLURM_NODEID), local rank $((r % 2)) of 2" "$T/topo" ||
         fail "rank $r does not see Slurm's node $n"
 done
+
+# the watchdog under srun: rank 2 (on node n2) skips a gather; the step ends, reported, instead of hanging
+start=$(date +%s)
+MF_TIMEOUT=2 OPENBLAS_NUM_THREADS=1 timeout 90 srun -N2 -n3 --mpi=pmi2 "$top_builddir/tests/watchdog_skip" >"$T/wd" 2>&1
+rc=$?
+cat "$T/wd"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "srun with a skipped collective: exit $rc (124: it hung)"
+grep -q "in allgather #[0-9]* on ranks 0-2 (boxing 'weights' .*); not arrived: rank 2 (at #" "$T/wd" ||
+    fail "the watchdog did not name rank 2 under srun"
+echo "ok: under srun, the watchdog named rank 2 and the step ended with $rc after $(($(date +%s) - start)) s"
 
 # submit SCRIPT NAME [ENV=VALUE,...]: (values without commas: sbatch --export splits there) runs slurm/SCRIPT as a batch job in $T; sets $job and $out
 submit() {

@@ -154,7 +154,12 @@ mf_tensor *mfi_global_apply(const mfi_op *op, int n_in, mf_tensor *const *in, co
             local[i] = g->local ? mf_tensor_retain(g->local) : NULL;
             continue;
         }
-        MF_TRY_OUT(mfi_boxing(g->local, &metas[i], p, &g->sbp, p, &want[i], &local[i]));
+        char what[64];
+        snprintf(what, sizeof what, "%s input %d", op->name, i);
+        mfi_box_context(what, in[i], &g->sbp, &want[i]);
+        st = mfi_boxing(g->local, &metas[i], p, &g->sbp, p, &want[i], &local[i]);
+        mfi_ledger_context("");
+        MF_TRY_OUT(st);
         if (trace_boxing()) {
             char a[96], b[96], sh[128];
             mf_log_at(MF_LOG_DEBUG, "boxing %s input %d %s: %s -> %s", op->name, i,

@@ -457,6 +457,15 @@ static mf_status box_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 
 static const mfi_op box_op = {"boxing", MFI_OP_OWN_OUTPUT, NULL, box_forward, box_backward, NULL, NULL};
 
+void mfi_box_context(const char *what, const mf_tensor *t, const mf_nd_sbp *from, const mf_nd_sbp *to)
+{
+    if (!mfi_ledger_on()) return;
+    char a[96], b[96], sh[128], text[320];
+    snprintf(text, sizeof text, "%s '%s' %s %s %s -> %s", what, t ? mf_tensor_name(t) : "", t ? mf_dtype_name(t->dtype) : "",
+             t ? mf_tensor_shape_str(t, sh, sizeof sh) : "", mf_nd_sbp_str(from, a, sizeof a), mf_nd_sbp_str(to, b, sizeof b));
+    mfi_ledger_context(text);
+}
+
 mf_status mfi_boxing(mf_tensor *x, const mfi_meta *gm, const mf_placement *src, const mf_nd_sbp *from,
                   const mf_placement *dst, const mf_nd_sbp *to, mf_tensor **out)
 {

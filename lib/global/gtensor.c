@@ -331,7 +331,10 @@ mf_tensor *mfi_redistribute(mf_tensor *t, const mf_placement *p, const mf_nd_sbp
     mfi_meta gm;
     mfi_meta_of(t, &gm);
     mf_tensor *out = NULL;
-    if (mfi_boxing(g->local, &gm, g->placement, &g->sbp, p, s, &out) != MF_OK) return NULL;
+    mfi_box_context("boxing", t, &g->sbp, s);
+    mf_status st = mfi_boxing(g->local, &gm, g->placement, &g->sbp, p, s, &out);
+    mfi_ledger_context("");
+    if (st != MF_OK) return NULL;
     return mfi_global_wrap(out, p, s, &gm, t->requires_grad);
 }
 
