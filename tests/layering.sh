@@ -21,7 +21,9 @@ check '#include <(cuda|cublas|cudnn)[a-z_]*\.h>' '^backends/cuda/' "only backend
 check '#include <hdf5\.h>' '^lib/io/' "only lib/io includes hdf5.h"
 check '#include "(lib|collectives)/' '^(lib|collectives|backends)/' "apps and headers use the public API only"
 check '#include "backends/' '^backends/' "lib reaches backends through the table"
-hits=$(grep -rnE '\b(abort|exit|_exit|assert|MPI_Abort)[[:space:]]*\(' lib backends collectives | grep -v '^\s*//' || true)
+# (one exception: the MF_TIMEOUT watchdog ends a hung job, which the user asked for)
+hits=$(grep -rnE '\b(abort|exit|_exit|assert|MPI_Abort)[[:space:]]*\(' lib backends collectives | grep -v '^\s*//' |
+    grep -v '^collectives/watchdog\.c:[0-9]*: *MPI_Abort(MPI_COMM_WORLD, 3); */\* MF_TIMEOUT asked for it \*/$' || true)
 [ -z "$hits" ] || { echo "exit/abort in library code: $hits" >&2; bad=1; }
 [ "$bad" -eq 0 ] || fail "layering rules broken"
 echo "layering rules hold"
