@@ -236,9 +236,13 @@ mf_status par_micro_batches(const par *pp, int64_t rows, int n, mf_tensor *x, mf
     for (int m = 0; m < n; m++) mx[m] = my[m] = NULL;
     mf_status st = MF_OK;
     for (int m = 0; m < n && st == MF_OK; m++) {
-        int64_t bm = rows / n + (m < rows % n), piece = bm;   /* the loader's balanced split */
-        if (pp->shard_count > 1) piece = bm / pp->shard_count + (pp->shard_index < bm % pp->shard_count);
+        int64_t bm = rows / n + (m < rows % n);   /* the loader's balanced split into micro-batches */
         gs[0] = bm;
+        /* this rank's rows of it: its block in its own stage (all stages have one layout) */
+        int64_t start[MF_MAX_DIMS], count[MF_MAX_DIMS];
+        st = mf_global_piece_range(pp->p, pp->data_sbp, nd, gs, start, count);
+        if (st != MF_OK) break;
+        int64_t piece = count[0];
         /* other ranks' pieces only give the dtype: every rank loads its
          * rows the same way, so they have the right shape too */
         mf_tensor *px = mf_narrow(x, 0, off, piece);

@@ -24,32 +24,27 @@ mpicc -std=c11 -Wall -Wextra -Werror ${MF_BUILD_CFLAGS:-} "$top_srcdir/examples/
 LD_LIBRARY_PATH="$libdir" "$MPIEXEC" -n 1 "$TMPDIR_TEST/train_mlp" >"$TMPDIR_TEST/ex.out" 2>&1 ||
     { cat "$TMPDIR_TEST/ex.out"; fail "the example failed"; }
 grep -q 'loss .* -> ' "$TMPDIR_TEST/ex.out" || fail "the example printed no loss"
-# the global-tensor example, on 1 and 2 ranks: the same losses
-# shellcheck disable=SC2086
-mpicc -std=c11 -Wall -Wextra -Werror ${MF_BUILD_CFLAGS:-} "$top_srcdir/examples/hybrid_mlp.c" $cflags $libs \
-    ${MF_BUILD_LDFLAGS:-} -o "$TMPDIR_TEST/hybrid_mlp" || fail "examples/hybrid_mlp.c does not build"
-for np in 1 2; do
-    LD_LIBRARY_PATH="$libdir" OPENBLAS_NUM_THREADS=1 "$MPIEXEC" -n "$np" "$TMPDIR_TEST/hybrid_mlp" \
-        >"$TMPDIR_TEST/hy.$np" 2>&1 || { cat "$TMPDIR_TEST/hy.$np"; fail "hybrid_mlp failed on $np ranks"; }
-    cat "$TMPDIR_TEST/hy.$np"
-done
-l1=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/hy.1")
-l2=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/hy.2")
-[ -n "$l1" ] && [ "$l1" = "$l2" ] || fail "hybrid_mlp: losses on 1 rank ($l1) and 2 ranks ($l2) differ"
-grep -q "logits S(0), loss P" "$TMPDIR_TEST/hy.2" || fail "hybrid_mlp: unexpected SBPs"
+# same_on_1_and_2 NAME: builds examples/NAME.c against the installed tree and
+# runs it on 1 and 2 ranks; its 'loss A -> B' lines must agree (output in $TMPDIR_TEST/NAME.2)
+same_on_1_and_2() {
+    # shellcheck disable=SC2086
+    mpicc -std=c11 -Wall -Wextra -Werror ${MF_BUILD_CFLAGS:-} "$top_srcdir/examples/$1.c" $cflags $libs \
+        ${MF_BUILD_LDFLAGS:-} -o "$TMPDIR_TEST/$1" || fail "examples/$1.c does not build"
+    for np in 1 2; do
+        LD_LIBRARY_PATH="$libdir" OPENBLAS_NUM_THREADS=1 "$MPIEXEC" -n "$np" "$TMPDIR_TEST/$1" \
+            >"$TMPDIR_TEST/$1.$np" 2>&1 || { cat "$TMPDIR_TEST/$1.$np"; fail "$1 failed on $np ranks"; }
+        cat "$TMPDIR_TEST/$1.$np"
+    done
+    l1=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/$1.1")
+    l2=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/$1.2")
+    [ -n "$l1" ] && [ "$l1" = "$l2" ] || fail "$1: losses on 1 rank ($l1) and 2 ranks ($l2) differ"
+}
+# the global-tensor example: the same losses on 1 and 2 ranks
+same_on_1_and_2 hybrid_mlp
+grep -q "logits S(0), loss P" "$TMPDIR_TEST/hybrid_mlp.2" || fail "hybrid_mlp: unexpected SBPs"
 # the pipeline example (hidden layer on rank 0, output layer on rank 1): the 1-rank losses
-# shellcheck disable=SC2086
-mpicc -std=c11 -Wall -Wextra -Werror ${MF_BUILD_CFLAGS:-} "$top_srcdir/examples/pipeline_mlp.c" $cflags $libs \
-    ${MF_BUILD_LDFLAGS:-} -o "$TMPDIR_TEST/pipeline_mlp" || fail "examples/pipeline_mlp.c does not build"
-for np in 1 2; do
-    LD_LIBRARY_PATH="$libdir" OPENBLAS_NUM_THREADS=1 "$MPIEXEC" -n "$np" "$TMPDIR_TEST/pipeline_mlp" \
-        >"$TMPDIR_TEST/pp.$np" 2>&1 || { cat "$TMPDIR_TEST/pp.$np"; fail "pipeline_mlp failed on $np ranks"; }
-    cat "$TMPDIR_TEST/pp.$np"
-done
-l1=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/pp.1")
-l2=$(sed -n 's/.*loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$TMPDIR_TEST/pp.2")
-[ -n "$l1" ] && [ "$l1" = "$l2" ] || fail "pipeline_mlp: losses with 1 stage ($l1) and 2 stages ($l2) differ"
-grep -q "with 2 stage(s), 4 micro-batches" "$TMPDIR_TEST/pp.2" || fail "pipeline_mlp: not 2 stages on 2 ranks"
+same_on_1_and_2 pipeline_mlp
+grep -q "with 2 stage(s), 4 micro-batches" "$TMPDIR_TEST/pipeline_mlp.2" || fail "pipeline_mlp: not 2 stages on 2 ranks"
 LD_LIBRARY_PATH="$libdir" "$root/bin/mpiflow-train" --help | grep -q 'usage:' || fail "installed mpiflow-train --help"
 LD_LIBRARY_PATH="$libdir" "$root/bin/mpiflow-ckpt" --help | grep -q 'usage: mpiflow-ckpt' || fail "installed mpiflow-ckpt --help"
 cat "$TMPDIR_TEST/ex.out"
