@@ -1,11 +1,21 @@
 /*
- * lib/alloc.c - the caching allocator behind every tensor storage.
+ * lib/alloc.c - the caching allocator behind every tensor storage, one
+ * arena per device.
  *
  * glibc serves large mallocs with fresh mmaps, so an eager framework
  * that allocates each activation every step would fault its pages in
- * again and again (DESIGN.md section 2). Freed blocks are kept here in
- * size classes (four per power of two, so at most 25 % slack) and handed
- * out again. mf_memory_empty_cache returns them to the system.
+ * again and again (DESIGN.md section 2); on a GPU, cudaMalloc and
+ * cudaFree synchronise the device. Freed blocks are kept in size classes
+ * (four per power of two, so at most 25 % slack) and handed out again.
+ * The free lists live on the host (a device block cannot hold a link),
+ * in nodes that are recycled. mf_memory_empty_cache returns the blocks
+ * to the system.
+ *
+ * A device block freed here may be handed out again at once: kernels
+ * run in order on one compute stream, so a later kernel cannot overtake
+ * an earlier one still reading the block. Copies on the communication
+ * stream wait for their own completion before returning (see
+ * backends/cuda), so they never hold a freed block either.
  */
 #include <pthread.h>
 #include "lib/internal.h"
@@ -13,12 +23,50 @@
 #define ALIGN 64
 #define MIN_CLASS_BYTES 256
 #define NCLASSES (64 * 4)
+#define NDEV 2
 
-typedef struct block { struct block *next; } block;
+typedef struct node { void *p; struct node *next; } node;
+
+typedef struct arena {
+    mfi_arena_ops ops;
+    bool ready;
+    node *free_list[NCLASSES];
+    mf_memory_stats stats;
+} arena;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static block *free_list[NCLASSES];
-static mf_memory_stats stats;
+static arena arenas[NDEV];
+static node *spare;   /* recycled list nodes */
+
+static void *host_raw_alloc(size_t n)
+{
+    void *p = NULL;
+    return posix_memalign(&p, ALIGN, n) == 0 ? p : NULL;
+}
+
+static void host_raw_free(void *p) { free(p); }
+
+/* The arena of dev, with the host's set up on first use (lock held). */
+static arena *arena_of(mf_device_type dev)
+{
+    if ((unsigned)dev >= NDEV) return NULL;
+    arena *a = &arenas[dev];
+    if (!a->ready && dev == MF_DEV_CPU) {
+        a->ops.raw_alloc = host_raw_alloc;
+        a->ops.raw_free = host_raw_free;
+        a->ready = true;
+    }
+    return a->ready ? a : NULL;
+}
+
+void mfi_arena_register(mf_device_type dev, const mfi_arena_ops *ops)
+{
+    if ((unsigned)dev >= NDEV || dev == MF_DEV_CPU) return;
+    pthread_mutex_lock(&lock);
+    arenas[dev].ops = *ops;
+    arenas[dev].ready = true;
+    pthread_mutex_unlock(&lock);
+}
 
 /* Class index and the rounded size for a request. */
 static int size_class(size_t n, size_t *rounded)
@@ -41,75 +89,128 @@ static int size_class(size_t n, size_t *rounded)
     return k * 4 + sub;
 }
 
-void *mfi_alloc(size_t nbytes)
+/* Frees every cached block of a (lock held by the caller). */
+static void drain(arena *a)
+{
+    for (int c = 0; c < NCLASSES; c++) {
+        node *b = a->free_list[c];
+        while (b) {
+            node *next = b->next;
+            a->ops.raw_free(b->p);
+            b->next = spare;
+            spare = b;
+            b = next;
+        }
+        a->free_list[c] = NULL;
+    }
+    a->stats.cached = 0;
+}
+
+void *mfi_alloc_on(mf_device_type dev, size_t nbytes)
 {
     size_t rounded;
     int c = size_class(nbytes, &rounded);
     void *p = NULL;
     pthread_mutex_lock(&lock);
-    stats.allocs++;
-    if (free_list[c]) {
-        block *b = free_list[c];
-        free_list[c] = b->next;
-        stats.cached -= (int64_t)rounded;
-        stats.hits++;
-        p = b;
+    arena *a = arena_of(dev);
+    if (!a) {
+        pthread_mutex_unlock(&lock);
+        return NULL;
     }
+    a->stats.allocs++;
+    node *b = a->free_list[c];
+    if (b) {
+        a->free_list[c] = b->next;
+        p = b->p;
+        b->next = spare;
+        spare = b;
+        a->stats.cached -= (int64_t)rounded;
+        a->stats.hits++;
+    }
+    mfi_arena_ops ops = a->ops;
     pthread_mutex_unlock(&lock);
-    if (!p && posix_memalign(&p, ALIGN, rounded) != 0) {
+    if (!p && !(p = ops.raw_alloc(rounded))) {
         /* Give the cache back and try once more before failing. */
-        mf_memory_empty_cache();
-        if (posix_memalign(&p, ALIGN, rounded) != 0) return NULL;
+        mfi_empty_cache_on(dev);
+        if (!(p = ops.raw_alloc(rounded))) return NULL;
     }
     pthread_mutex_lock(&lock);
-    stats.in_use += (int64_t)rounded;
-    if (stats.in_use > stats.peak) stats.peak = stats.in_use;
+    a->stats.in_use += (int64_t)rounded;
+    if (a->stats.in_use > a->stats.peak) a->stats.peak = a->stats.in_use;
     pthread_mutex_unlock(&lock);
     return p;
 }
 
-void mfi_free(void *p, size_t nbytes)
+void mfi_free_on(mf_device_type dev, void *p, size_t nbytes)
 {
     if (!p) return;
     size_t rounded;
     int c = size_class(nbytes, &rounded);
-    block *b = p;
     pthread_mutex_lock(&lock);
-    b->next = free_list[c];
-    free_list[c] = b;
-    stats.in_use -= (int64_t)rounded;
-    stats.cached += (int64_t)rounded;
+    arena *a = arena_of(dev);
+    node *b = spare;
+    if (b) spare = b->next;
+    else b = malloc(sizeof *b);
+    if (!a) {   /* cannot happen: the block came from this arena */
+        free(b);
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    a->stats.in_use -= (int64_t)rounded;
+    if (!b) {   /* no memory for the link: give the block back instead */
+        pthread_mutex_unlock(&lock);
+        a->ops.raw_free(p);
+        return;
+    }
+    b->p = p;
+    b->next = a->free_list[c];
+    a->free_list[c] = b;
+    a->stats.cached += (int64_t)rounded;
+    pthread_mutex_unlock(&lock);
+}
+
+void *mfi_alloc(size_t nbytes) { return mfi_alloc_on(MF_DEV_CPU, nbytes); }
+void mfi_free(void *p, size_t nbytes) { mfi_free_on(MF_DEV_CPU, p, nbytes); }
+
+void mfi_empty_cache_on(mf_device_type dev)
+{
+    pthread_mutex_lock(&lock);
+    arena *a = arena_of(dev);
+    if (a) drain(a);
     pthread_mutex_unlock(&lock);
 }
 
 void mf_memory_empty_cache(void)
 {
+    for (int d = 0; d < NDEV; d++) mfi_empty_cache_on((mf_device_type)d);
+}
+
+void mfi_alloc_shutdown(void)
+{
+    mf_memory_empty_cache();
     pthread_mutex_lock(&lock);
-    for (int c = 0; c < NCLASSES; c++) {
-        block *b = free_list[c];
-        while (b) {
-            block *next = b->next;
-            free(b);
-            b = next;
-        }
-        free_list[c] = NULL;
+    while (spare) {
+        node *next = spare->next;
+        free(spare);
+        spare = next;
     }
-    stats.cached = 0;
     pthread_mutex_unlock(&lock);
 }
 
-void mfi_alloc_shutdown(void) { mf_memory_empty_cache(); }
-
-void mf_memory_get_stats(mf_memory_stats *st)
+void mf_memory_get_stats_on(mf_device_type dev, mf_memory_stats *st)
 {
     pthread_mutex_lock(&lock);
-    *st = stats;
+    arena *a = arena_of(dev);
+    if (a) *st = a->stats;
+    else memset(st, 0, sizeof *st);
     pthread_mutex_unlock(&lock);
 }
+
+void mf_memory_get_stats(mf_memory_stats *st) { mf_memory_get_stats_on(MF_DEV_CPU, st); }
 
 void mf_memory_reset_peak(void)
 {
     pthread_mutex_lock(&lock);
-    stats.peak = stats.in_use;
+    for (int d = 0; d < NDEV; d++) arenas[d].stats.peak = arenas[d].stats.in_use;
     pthread_mutex_unlock(&lock);
 }

@@ -237,7 +237,10 @@ static mf_status run_node(mfi_node *nd, bool retain)
     if (!gx) MF_FAIL(MF_ERR_NOMEM, "mf_backward: out of memory");
     mf_status st = MF_OK;
     if (nd->grad) {
+        /* the gradients and their temporaries go to the device of gy */
+        int prev_dev = mfi_device_push(mf_tensor_device(nd->grad));
         st = c->op->backward(c, nd->grad, gx);
+        mfi_device_pop(prev_dev);
         if (st != MF_OK) mfi_error_context("mf_backward: in the backward of %s", c->op->name);
     }
     for (int i = 0; i < c->n_in; i++) {
@@ -297,7 +300,9 @@ mf_status mf_backward_ex(mf_tensor *out, mf_tensor *grad, bool retain_graph)
             MF_FAIL(MF_ERR_SHAPE, "mf_backward: output of shape %s is not a scalar; pass its gradient to "
                     "mf_backward_ex", mf_tensor_shape_str(out, x, sizeof x));
         }
+        int prev_dev = mfi_device_push(mf_tensor_device(out));
         gy = mf_ones(out->dtype, out->ndim, out->shape);
+        mfi_device_pop(prev_dev);
         if (!gy) return mf_last_status();
     }
     bool prev = mf_set_grad_enabled(false);

@@ -96,6 +96,36 @@ typedef struct mfi_backend {
 
     void (*set_threads)(int n);
 
+    /* ---- the device and its memory. A host backend leaves these NULL:
+     * its memory is the host's (lib/alloc.c) and its kernels finish
+     * before they return. A device backend's kernels run in order on
+     * one compute stream and return once queued. */
+    /* Devices this process sees (0: none, or no driver). */
+    int (*device_count)(void);
+    /* Binds this rank to a device chosen by its local rank among
+     * local_size; writes a description ("H200 #1, 139 GiB"). */
+    mf_status (*select)(int local_rank, int local_size, char *desc, size_t size);
+    void (*shutdown)(void);
+    /* Uncached device memory, for the core's caching arena (NULL: none). */
+    void *(*raw_alloc)(size_t nbytes);
+    void (*raw_free)(void *p);
+    /* Blocking copies between device memory and the host, after the
+     * queued kernels. */
+    mf_status (*to_host)(void *dst, const void *src, size_t nbytes);
+    mf_status (*from_host)(void *dst, const void *src, size_t nbytes);
+    /* Waits for every queued kernel. */
+    mf_status (*synchronize)(void);
+    /* Communication staging (DESIGN 6). comm_download copies device
+     * memory into host memory on the communication stream, after the
+     * compute stream's queued work, and waits for that copy only;
+     * comm_upload copies host memory to the device on the communication
+     * stream and makes the compute stream's later work wait for it.
+     * host_alloc/host_free give pinned host buffers for them. */
+    mf_status (*comm_download)(void *host, const void *dev, size_t nbytes);
+    mf_status (*comm_upload)(void *dev, const void *host, size_t nbytes);
+    void *(*host_alloc)(size_t nbytes);
+    void (*host_free)(void *p);
+
     /* memory and random */
     mf_status (*fill)(mfi_cv *out, double value);
     mf_status (*copy)(mfi_cv *out, mfi_cv *in);      /* casts; in may broadcast */
@@ -152,5 +182,11 @@ typedef struct mfi_backend {
 
 /* The CPU backend (backends/cpu). */
 extern const mfi_backend mfi_cpu_backend;
+/* The CUDA backend (backends/cuda), when configure found the toolkit. */
+extern const mfi_backend mfi_cuda_backend;
+
+/* The backend of a device type: NULL, with an error saying why, when
+ * this build or this machine has none (lib/device.c). */
+const mfi_backend *mfi_backend_for(mf_device_type dev);
 
 #endif

@@ -89,6 +89,22 @@ static inline void mfi_bump_version(mf_tensor *t) { if (t->storage) t->storage->
 mf_status mfi_norm_axis(const char *op, int *axis, int ndim);
 const mfi_backend *mfi_backend_of(const mf_tensor *t);
 
+/* ---------------------------------------------------------------- devices */
+/* The device new tensors go to: inside an op, its inputs' device. */
+mf_device_type mfi_current_device(void);
+/* Makes dev current; returns what mfi_device_pop restores. */
+int mfi_device_push(mf_device_type dev);
+void mfi_device_pop(int prev);
+/* A new contiguous tensor on dev. */
+mf_tensor *mfi_tensor_new_on(mf_device_type dev, mf_dtype dt, int ndim, const int64_t *shape);
+/* Blocking copies of raw memory between a device and the host. */
+mf_status mfi_device_download(mf_device_type dev, void *host, const void *src, size_t nbytes);
+mf_status mfi_device_upload(mf_device_type dev, void *dst, const void *host, size_t nbytes);
+/* dst <- src (same shape), casting, across devices. */
+mf_status mfi_copy_across(mf_tensor *dst, const mf_tensor *src);
+/* mf_finalize: releases the device and its cached memory. */
+void mfi_device_shutdown(void);
+
 /* ------------------------------------------------------------- profiling */
 extern bool mfi_prof_on;
 void mfi_prof_add(mf_prof_class c, double seconds);

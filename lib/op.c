@@ -72,11 +72,37 @@ void mfi_call_free_saved(mfi_call *c)
     c->n_saved = 0;
 }
 
+static mf_tensor *apply_local(const mfi_op *op, int n_in, mf_tensor *const *in, const void *attrs,
+                              size_t attrs_size);
+
 mf_tensor *mfi_apply(const mfi_op *op, int n_in, mf_tensor *const *in, const void *attrs,
                      size_t attrs_size)
 {
     for (int i = 0; i < n_in; i++)
         if (in[i] && in[i]->global) return mfi_global_apply(op, n_in, in, attrs, attrs_size);
+    /* every input on one device; the op's outputs and temporaries go there */
+    int dev = -1, first = -1;
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i] || !in[i]->storage) continue;
+        if (dev < 0) {
+            dev = (int)in[i]->storage->device;
+            first = i;
+        } else if ((int)in[i]->storage->device != dev) {
+            mfi_error(MF_ERR_ARG, "%s: expected every input on one device, but input %d is on %s and input %d on "
+                      "%s (move one with mf_to_device)", op->name, first, mf_device_name((mf_device_type)dev), i,
+                      mf_device_name(in[i]->storage->device));
+            return NULL;
+        }
+    }
+    int prev_dev = mfi_device_push(dev < 0 ? mfi_current_device() : (mf_device_type)dev);
+    mf_tensor *r = apply_local(op, n_in, in, attrs, attrs_size);
+    mfi_device_pop(prev_dev);
+    return r;
+}
+
+static mf_tensor *apply_local(const mfi_op *op, int n_in, mf_tensor *const *in, const void *attrs,
+                              size_t attrs_size)
+{
     mfi_call c;
     memset(&c, 0, sizeof c);
     c.op = op;

@@ -71,6 +71,7 @@ mf_status mf_finalize(void)
     if (--init_count > 0) return MF_OK;
     mfi_request_shutdown();   /* the progress thread, before the communicators go */
     mfi_trace_shutdown();
+    mfi_device_shutdown();
     mfi_alloc_shutdown();
     mfi_global_teardown();
     mfi_comm_world_teardown();

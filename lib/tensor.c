@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include "config.h"
 #include "lib/internal.h"
 
 static const size_t dtype_sizes[MF_DTYPE_COUNT] = {4, 8, 4, 8};
@@ -67,30 +68,36 @@ static mf_status check_shape(const char *fn, int ndim, const int64_t *shape)
     return MF_OK;
 }
 
-static mfi_storage *storage_new(size_t nbytes)
+static mfi_storage *storage_new(mf_device_type dev, size_t nbytes)
 {
     mfi_storage *s = calloc(1, sizeof *s);
     if (!s) return NULL;
-    s->data = mfi_alloc(nbytes ? nbytes : 1);
+    s->data = mfi_alloc_on(dev, nbytes ? nbytes : 1);
     if (!s->data) {
         free(s);
         return NULL;
     }
     s->nbytes = nbytes ? nbytes : 1;
     s->refcount = 1;
-    s->device = MF_DEV_CPU;
+    s->device = dev;
     return s;
 }
 
 static void storage_release(mfi_storage *s)
 {
     if (!s || --s->refcount > 0) return;
-    mfi_free(s->data, s->nbytes);
+    mfi_free_on(s->device, s->data, s->nbytes);
     free(s);
 }
 
 mf_tensor *mfi_tensor_new(mf_dtype dt, int ndim, const int64_t *shape)
 {
+    return mfi_tensor_new_on(mfi_current_device(), dt, ndim, shape);
+}
+
+mf_tensor *mfi_tensor_new_on(mf_device_type dev, mf_dtype dt, int ndim, const int64_t *shape)
+{
+    if (dev != MF_DEV_CPU && !mfi_backend_for(dev)) return NULL;   /* says why */
     if ((unsigned)dt >= MF_DTYPE_COUNT) {
         mfi_error(MF_ERR_DTYPE, "unknown dtype %d", (int)dt);
         return NULL;
@@ -103,15 +110,15 @@ mf_tensor *mfi_tensor_new(mf_dtype dt, int ndim, const int64_t *shape)
     t->ndim = ndim;
     if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     mfi_contig_strides(ndim, shape, t->stride);
-    t->storage = storage_new((size_t)mfi_numel(ndim, shape) * dtype_sizes[dt]);
+    t->storage = storage_new(dev, (size_t)mfi_numel(ndim, shape) * dtype_sizes[dt]);
     if (!t->storage) goto nomem;
     return t;
 nomem:
     free(t);
     {
         char b[128];
-        mfi_error(MF_ERR_NOMEM, "out of memory allocating a %s tensor of shape %s", dtype_names[dt],
-                  mfi_shape_str(ndim, shape, b, sizeof b));
+        mfi_error(MF_ERR_NOMEM, "out of memory allocating a %s tensor of shape %s on %s", dtype_names[dt],
+                  mfi_shape_str(ndim, shape, b, sizeof b), mf_device_name(dev));
     }
     return NULL;
 }
@@ -184,8 +191,24 @@ mfi_view mfi_view_as(const mf_tensor *t, int ndim, const int64_t *shape)
 
 const mfi_backend *mfi_backend_of(const mf_tensor *t)
 {
+#ifdef MF_HAVE_CUDA
+    /* the storage exists, so the CUDA backend has started */
+    if (t->storage && t->storage->device == MF_DEV_CUDA) return &mfi_cuda_backend;
+#endif
     (void)t;
     return &mfi_cpu_backend;
+}
+
+/* t itself if on the host, else a host copy (new reference). */
+static mf_tensor *on_host(const mf_tensor *t)
+{
+    if (mf_tensor_device(t) == MF_DEV_CPU) return mf_tensor_retain((mf_tensor *)t);
+    mf_tensor *h = mfi_tensor_new_on(MF_DEV_CPU, t->dtype, t->ndim, t->shape);
+    if (h && mfi_copy_across(h, t) != MF_OK) {
+        mf_tensor_destroy(h);
+        return NULL;
+    }
+    return h;
 }
 
 mf_status mfi_norm_axis(const char *op, int *axis, int ndim)
@@ -214,8 +237,19 @@ mf_tensor *mf_full(mf_dtype dt, int ndim, const int64_t *shape, double value)
 mf_tensor *mf_zeros(mf_dtype dt, int ndim, const int64_t *shape) { return mf_full(dt, ndim, shape, 0.0); }
 mf_tensor *mf_ones(mf_dtype dt, int ndim, const int64_t *shape) { return mf_full(dt, ndim, shape, 1.0); }
 mf_tensor *mf_scalar(mf_dtype dt, double value) { return mf_full(dt, 0, NULL, value); }
-mf_tensor *mf_empty_like(const mf_tensor *t) { return mfi_tensor_new(t->dtype, t->ndim, t->shape); }
-mf_tensor *mf_zeros_like(const mf_tensor *t) { return mf_zeros(t->dtype, t->ndim, t->shape); }
+/* *_like: on t's device */
+mf_tensor *mf_empty_like(const mf_tensor *t)
+{
+    return mfi_tensor_new_on(mf_tensor_device(t), t->dtype, t->ndim, t->shape);
+}
+
+mf_tensor *mf_zeros_like(const mf_tensor *t)
+{
+    int prev = mfi_device_push(mf_tensor_device(t));
+    mf_tensor *z = mf_zeros(t->dtype, t->ndim, t->shape);
+    mfi_device_pop(prev);
+    return z;
+}
 
 mf_tensor *mf_from_data(mf_dtype dt, int ndim, const int64_t *shape, const void *data)
 {
@@ -226,15 +260,26 @@ mf_tensor *mf_from_data(mf_dtype dt, int ndim, const int64_t *shape, const void 
         mfi_error(MF_ERR_ARG, "mf_from_data: data is NULL");
         return NULL;
     }
-    memcpy(t->storage->data, data, (size_t)mfi_numel(ndim, shape) * dtype_sizes[dt]);
+    if (mfi_device_upload(t->storage->device, t->storage->data, data,
+                          (size_t)mfi_numel(ndim, shape) * dtype_sizes[dt]) != MF_OK) {
+        mf_tensor_destroy(t);
+        return NULL;
+    }
     return t;
 }
 
 mf_tensor *mf_arange(mf_dtype dt, int64_t n)
 {
+    mf_tensor *h = mfi_tensor_new_on(MF_DEV_CPU, dt, 1, &n);
+    if (!h) return NULL;
+    for (int64_t i = 0; i < n; i++) mf_tensor_set(h, &i, (double)i);
+    if (mfi_current_device() == MF_DEV_CPU) return h;
     mf_tensor *t = mfi_tensor_new(dt, 1, &n);
-    if (!t) return NULL;
-    for (int64_t i = 0; i < n; i++) mf_tensor_set(t, &i, (double)i);
+    if (t && mfi_copy_across(t, h) != MF_OK) {
+        mf_tensor_destroy(t);
+        t = NULL;
+    }
+    mf_tensor_destroy(h);
     return t;
 }
 
@@ -320,11 +365,21 @@ mf_status mf_tensor_copy_out(const mf_tensor *t, mf_dtype dt, void *dst, int64_t
     if (count != mf_tensor_numel(t))
         MF_FAIL(MF_ERR_ARG, "mf_tensor_copy_out: count %lld but the tensor has %lld elements",
                 (long long)count, (long long)mf_tensor_numel(t));
+    if ((unsigned)dt >= MF_DTYPE_COUNT) MF_FAIL(MF_ERR_DTYPE, "mf_tensor_copy_out: unknown dtype %d", (int)dt);
+    mf_status st;
+    if (mf_tensor_device(t) != MF_DEV_CPU) {
+        /* a contiguous copy of dtype dt on the device, then one download */
+        mf_tensor *c = mfi_tensor_new_on(mf_tensor_device(t), dt, t->ndim, t->shape);
+        if (!c) return mf_last_status();
+        st = mfi_copy_across(c, t);
+        if (st == MF_OK) st = mfi_device_download(mf_tensor_device(t), dst, mf_tensor_data(c), mf_tensor_nbytes(c));
+        mf_tensor_destroy(c);
+        return st;
+    }
     mfi_view in = mfi_view_of(t), out = in;
     out.data = dst;
     out.dtype = dt;
     mfi_contig_strides(out.ndim, out.shape, out.stride);
-    mf_status st;
     MFI_KERNEL(st, MF_PROF_OTHER, mfi_backend_of(t), copy, &out, &in);
     return st;
 }
@@ -334,11 +389,21 @@ mf_status mf_tensor_copy_in(mf_tensor *t, mf_dtype dt, const void *src, int64_t 
     if (count != mf_tensor_numel(t))
         MF_FAIL(MF_ERR_ARG, "mf_tensor_copy_in: count %lld but the tensor has %lld elements",
                 (long long)count, (long long)mf_tensor_numel(t));
+    if ((unsigned)dt >= MF_DTYPE_COUNT) MF_FAIL(MF_ERR_DTYPE, "mf_tensor_copy_in: unknown dtype %d", (int)dt);
+    mf_status st;
+    if (mf_tensor_device(t) != MF_DEV_CPU) {
+        mf_tensor *c = mfi_tensor_new_on(mf_tensor_device(t), dt, t->ndim, t->shape);
+        if (!c) return mf_last_status();
+        st = mfi_device_upload(mf_tensor_device(t), mf_tensor_data(c), src, mf_tensor_nbytes(c));
+        if (st == MF_OK) st = mfi_copy_across(t, c);
+        mf_tensor_destroy(c);
+        if (st == MF_OK) mfi_bump_version(t);
+        return st;
+    }
     mfi_view out = mfi_view_of(t), in = out;
     in.data = (void *)src;
     in.dtype = dt;
     mfi_contig_strides(in.ndim, in.shape, in.stride);
-    mf_status st;
     MFI_KERNEL(st, MF_PROF_OTHER, mfi_backend_of(t), copy, &out, &in);
     if (st == MF_OK) mfi_bump_version(t);
     return st;
@@ -347,6 +412,13 @@ mf_status mf_tensor_copy_in(mf_tensor *t, mf_dtype dt, const void *src, int64_t 
 static double load(const mf_tensor *t, int64_t off)
 {
     const char *base = (const char *)t->storage->data;
+    char one[8];
+    if (t->storage->device != MF_DEV_CPU) {   /* one element, downloaded */
+        size_t es = dtype_sizes[t->dtype];
+        if (mfi_device_download(t->storage->device, one, base + off * (int64_t)es, es) != MF_OK) return NAN;
+        base = one;
+        off = 0;
+    }
     switch (t->dtype) {
     case MF_F32: return ((const float *)base)[off];
     case MF_F64: return ((const double *)base)[off];
@@ -389,13 +461,20 @@ mf_status mf_tensor_set(mf_tensor *t, const int64_t *index, double v)
     if (t->global)
         MF_FAIL(MF_ERR_ARG, "mf_tensor_set: the tensor is global; write its piece through mf_to_local");
     MF_TRY(index_offset("mf_tensor_set", t, index, &off));
-    char *base = (char *)t->storage->data;
+    bool dev = t->storage->device != MF_DEV_CPU;
+    char one[8];
+    char *base = dev ? one : (char *)t->storage->data;
+    int64_t at = dev ? 0 : off;
     switch (t->dtype) {
-    case MF_F32: ((float *)base)[off] = (float)v; break;
-    case MF_F64: ((double *)base)[off] = v; break;
-    case MF_I32: ((int32_t *)base)[off] = (int32_t)v; break;
-    case MF_I64: ((int64_t *)base)[off] = (int64_t)v; break;
+    case MF_F32: ((float *)base)[at] = (float)v; break;
+    case MF_F64: ((double *)base)[at] = v; break;
+    case MF_I32: ((int32_t *)base)[at] = (int32_t)v; break;
+    case MF_I64: ((int64_t *)base)[at] = (int64_t)v; break;
     default: MF_FAIL(MF_ERR_DTYPE, "mf_tensor_set: unknown dtype");
+    }
+    if (dev) {   /* after the kernels queued before it */
+        size_t es = dtype_sizes[t->dtype];
+        MF_TRY(mfi_device_upload(t->storage->device, (char *)t->storage->data + off * (int64_t)es, one, es));
     }
     mfi_bump_version(t);
     return MF_OK;
@@ -422,6 +501,19 @@ void mf_tensor_print(const mf_tensor *t, FILE *f, int max_elems)
     char b[160];
     if (t->global) {
         mfi_global_print(t, f, max_elems);
+        return;
+    }
+    if (mf_tensor_device(t) != MF_DEV_CPU) {
+        mf_tensor *h = on_host(t);
+        if (!h) {
+            fprintf(f, "tensor%s%s: cannot be printed: %s\n", t->name ? " " : "", t->name ? t->name : "",
+                    mf_last_error());
+            return;
+        }
+        if (t->name) mf_tensor_set_name(h, t->name);
+        fprintf(f, "(cuda) ");
+        mf_tensor_print(h, f, max_elems);
+        mf_tensor_destroy(h);
         return;
     }
     int64_t n = mf_tensor_numel(t);

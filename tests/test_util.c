@@ -7,9 +7,20 @@
 
 int mf_test_main(int argc, char **argv, Suite *(*make_suite)(void))
 {
+    return mf_test_main_unless(argc, argv, make_suite, NULL);
+}
+
+int mf_test_main_unless(int argc, char **argv, Suite *(*make_suite)(void), const char *(*skip)(void))
+{
     if (mf_init(&argc, &argv) != MF_OK) {
         fprintf(stderr, "mf_init failed: %s\n", mf_last_error());
         return 1;
+    }
+    const char *why = skip ? skip() : NULL;
+    if (why) {
+        if (mf_rank() == 0) printf("SKIP: %s\n", why);
+        mf_finalize();
+        return 77;
     }
     setenv("CK_FORK", "no", 1);
     SRunner *sr = srunner_create(make_suite());

@@ -13,6 +13,10 @@
 /* Runs the suite on every rank (CK_FORK=no: MPI must not be forked) and
  * returns the exit code all ranks agree on. */
 int mf_test_main(int argc, char **argv, Suite *(*make_suite)(void));
+/* The same, but exits 77 (automake's SKIP) after printing the reason
+ * when skip() returns one (a suite that needs a GPU, on a machine
+ * without one). */
+int mf_test_main_unless(int argc, char **argv, Suite *(*make_suite)(void), const char *(*skip)(void));
 
 #define MF_TEST_MAIN(make_suite) \
     int main(int argc, char **argv) { return mf_test_main(argc, argv, make_suite); }

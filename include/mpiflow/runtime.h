@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include "mpiflow/status.h"
+#include "mpiflow/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -105,7 +106,9 @@ typedef struct mf_memory_stats {
     int64_t allocs;      /* allocation requests */
     int64_t hits;        /* requests served from the cache */
 } mf_memory_stats;
-MF_API void mf_memory_get_stats(mf_memory_stats *st);
+MF_API void mf_memory_get_stats(mf_memory_stats *st);   /* host memory */
+/* The caching allocator of one device (MF_DEV_CUDA: GPU memory). */
+MF_API void mf_memory_get_stats_on(mf_device_type dev, mf_memory_stats *st);
 MF_API void mf_memory_reset_peak(void);
 /* Give cached blocks back to the system. */
 MF_API void mf_memory_empty_cache(void);

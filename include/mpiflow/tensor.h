@@ -84,11 +84,37 @@ MF_API char *mf_tensor_shape_str(const mf_tensor *t, char *buf, size_t size);
 MF_API mf_status mf_tensor_set_name(mf_tensor *t, const char *name);
 MF_API const char *mf_tensor_name(const mf_tensor *t);   /* "" if unnamed */
 
-/* ---- data (CPU tensors) */
-/* Pointer to the first element (offset applied); follow the strides. */
+/* ---- devices. A tensor lives on one device; new tensors go to the
+ * default device (the CPU unless changed), and an op's result to the
+ * device of its inputs, which must all be on one device. CUDA needs a
+ * build with the CUDA backend and a GPU; each rank takes the GPU of its
+ * local rank among the visible ones (CUDA_VISIBLE_DEVICES, Slurm's
+ * --gpus-per-task binding). */
+MF_API const char *mf_device_name(mf_device_type d);   /* "cpu", "cuda" */
+MF_API mf_status mf_device_parse(const char *s, mf_device_type *d);
+/* GPUs visible to this process (0 without the backend or a GPU). */
+MF_API int mf_cuda_device_count(void);
+/* Starts CUDA on this rank's GPU if not yet done; false if unavailable
+ * (mf_device_describe says why). */
+MF_API bool mf_cuda_available(void);
+/* "cuda: NVIDIA H200 #0 of 8, 139.8 GiB, CUDA-aware MPI: no" */
+MF_API const char *mf_device_describe(mf_device_type d, char *buf, size_t size);
+/* Fails, changing nothing, if the device is unavailable. */
+MF_API mf_status mf_set_default_device(mf_device_type d);
+MF_API mf_device_type mf_default_device(void);
+/* Waits until every kernel queued on this rank's device has finished
+ * (for timing; copies to the host wait by themselves). */
+MF_API mf_status mf_synchronize(void);
+/* t on device d: t itself (a new reference) if already there, else a
+ * copy. Differentiable: the gradient goes back to t's device. */
+MF_API mf_tensor *mf_to_device(mf_tensor *t, mf_device_type d);
+
+/* ---- data */
+/* Pointer to the first element (offset applied); follow the strides.
+ * For a CUDA tensor this is device memory: read it with copy_out. */
 MF_API void *mf_tensor_data(mf_tensor *t);
-/* Copies the elements in row-major order into dst as dtype dt;
- * count must equal numel. */
+/* Copies the elements in row-major order into host memory dst as dtype
+ * dt; count must equal numel. Works on every device. */
 MF_API mf_status mf_tensor_copy_out(const mf_tensor *t, mf_dtype dt, void *dst, int64_t count);
 /* Overwrites the elements (row-major) from src of dtype dt. */
 MF_API mf_status mf_tensor_copy_in(mf_tensor *t, mf_dtype dt, const void *src, int64_t count);

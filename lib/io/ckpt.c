@@ -499,7 +499,7 @@ static mf_status read_tensor(hid_t root, const hid_t *dxpl, const char *file, co
         if (l.sbp.d[d].kind == MF_SBP_P && l.p->coord[d] != 0) zero = true;
     bool read = st == MF_OK && l.holds;
     if (read) {
-        pd->buf = mfi_tensor_new(l.gm.dtype, l.gm.ndim, l.box.count);
+        pd->buf = mfi_tensor_new_on(MF_DEV_CPU, l.gm.dtype, l.gm.ndim, l.box.count);
         if (!pd->buf) read = false;
     }
     /* every rank reads its block (collectively, or independently for

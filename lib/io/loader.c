@@ -109,8 +109,8 @@ static mf_status make_batch(mf_loader *l, int64_t epoch, int64_t cursor, bool pa
     int64_t shape[3];
     mf_dataset_sample_shape(l->ds, shape);
     int64_t d = shape[0] * shape[1] * shape[2];
-    mf_tensor *tx = mf_empty(MF_F32, MF_DIMS(rows, shape[0], shape[1], shape[2]));
-    mf_tensor *ty = mf_empty(MF_I64, MF_DIMS(rows));
+    mf_tensor *tx = mfi_tensor_new_on(MF_DEV_CPU, MF_F32, MF_DIMS(rows, shape[0], shape[1], shape[2]));
+    mf_tensor *ty = mfi_tensor_new_on(MF_DEV_CPU, MF_I64, MF_DIMS(rows));
     if (!tx || !ty) {
         mf_tensor_destroy(tx);
         mf_tensor_destroy(ty);

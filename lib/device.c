@@ -1,0 +1,210 @@
+/*
+ * lib/device.c - device types, the backend registry, the device that
+ * new tensors go to, and copies between devices.
+ *
+ * One rank drives one device (DESIGN.md section 3). The CUDA backend is
+ * started on first use: a program that never asks for CUDA never makes
+ * a CUDA context, and a machine without a GPU reports why CUDA is
+ * unavailable instead of failing at start. New tensors go to the
+ * current device: the default (mf_set_default_device) outside ops, and
+ * inside an op the device of its inputs, so that an op's temporaries
+ * and gradients stay where its inputs are.
+ */
+#include <stdio.h>
+#include "config.h"
+#include "lib/internal.h"
+
+static mf_device_type default_dev = MF_DEV_CPU;
+static _Thread_local int cur_dev = -1;   /* -1: the default */
+
+/* The CUDA backend's state: tried once per process. */
+static enum { CUDA_UNTRIED, CUDA_READY, CUDA_FAILED } cuda_state;
+static char cuda_desc[256];
+static char cuda_why[512];
+
+const char *mf_device_name(mf_device_type d)
+{
+    switch (d) {
+    case MF_DEV_CPU: return "cpu";
+    case MF_DEV_CUDA: return "cuda";
+    default: return "?";
+    }
+}
+
+mf_status mf_device_parse(const char *s, mf_device_type *d)
+{
+    if (s && !strcmp(s, "cpu")) *d = MF_DEV_CPU;
+    else if (s && !strcmp(s, "cuda")) *d = MF_DEV_CUDA;
+    else MF_FAIL(MF_ERR_ARG, "unknown device '%s' (cpu or cuda)", s ? s : "(null)");
+    return MF_OK;
+}
+
+#ifdef MF_HAVE_CUDA
+static const mfi_backend *cuda_backend(void) { return &mfi_cuda_backend; }
+#else
+static const mfi_backend *cuda_backend(void) { return NULL; }
+#endif
+
+/* Starts the CUDA backend on this rank's device (once). */
+static bool cuda_start(void)
+{
+    if (cuda_state != CUDA_UNTRIED) return cuda_state == CUDA_READY;
+    cuda_state = CUDA_FAILED;
+    const mfi_backend *be = cuda_backend();
+    if (!be) {
+        snprintf(cuda_why, sizeof cuda_why, "this mpiflow was built without the CUDA backend "
+                 "(configure found no CUDA toolkit; see ./configure --with-cuda)");
+        return false;
+    }
+    int n = be->device_count();
+    if (n <= 0) {
+        snprintf(cuda_why, sizeof cuda_why, "no CUDA device is visible to rank %d (%s)", mf_rank(),
+                 mf_last_status() != MF_OK && n < 0 ? mf_last_error() : "no GPU, or CUDA_VISIBLE_DEVICES hides them");
+        return false;
+    }
+    if (be->select(mf_local_rank(), mf_local_size(), cuda_desc, sizeof cuda_desc) != MF_OK) {
+        snprintf(cuda_why, sizeof cuda_why, "%s", mf_last_error());
+        return false;
+    }
+    mfi_arena_ops ops = {be->raw_alloc, be->raw_free};
+    mfi_arena_register(MF_DEV_CUDA, &ops);
+    cuda_state = CUDA_READY;
+    return true;
+}
+
+const mfi_backend *mfi_backend_for(mf_device_type dev)
+{
+    if (dev == MF_DEV_CPU) return &mfi_cpu_backend;
+    if (dev == MF_DEV_CUDA) {
+        if (cuda_start()) return cuda_backend();
+        mfi_error(MF_ERR_BACKEND, "CUDA is unavailable: %s", cuda_why);
+        return NULL;
+    }
+    mfi_error(MF_ERR_ARG, "unknown device type %d", (int)dev);
+    return NULL;
+}
+
+int mf_cuda_device_count(void)
+{
+    const mfi_backend *be = cuda_backend();
+    if (!be) return 0;
+    int n = be->device_count();
+    return n > 0 ? n : 0;
+}
+
+bool mf_cuda_available(void) { return cuda_start(); }
+
+const char *mf_device_describe(mf_device_type dev, char *buf, size_t size)
+{
+    if (dev == MF_DEV_CUDA) {
+        if (cuda_start()) snprintf(buf, size, "cuda: %s", cuda_desc);
+        else snprintf(buf, size, "cuda: unavailable (%s)", cuda_why);
+    } else {
+        snprintf(buf, size, "cpu: %d thread(s)", mf_threads());
+    }
+    return buf;
+}
+
+mf_status mf_set_default_device(mf_device_type dev)
+{
+    if (!mfi_backend_for(dev)) return mfi_error_context("mf_set_default_device(%s)", mf_device_name(dev));
+    default_dev = dev;
+    return MF_OK;
+}
+
+mf_device_type mf_default_device(void) { return default_dev; }
+
+mf_device_type mfi_current_device(void) { return cur_dev < 0 ? default_dev : (mf_device_type)cur_dev; }
+
+int mfi_device_push(mf_device_type dev)
+{
+    int prev = cur_dev;
+    cur_dev = (int)dev;
+    return prev;
+}
+
+void mfi_device_pop(int prev) { cur_dev = prev; }
+
+mf_status mf_synchronize(void)
+{
+    if (cuda_state != CUDA_READY) return MF_OK;
+    return cuda_backend()->synchronize();
+}
+
+void mfi_device_shutdown(void)
+{
+    if (cuda_state == CUDA_READY) {
+        mfi_empty_cache_on(MF_DEV_CUDA);
+        cuda_backend()->shutdown();
+    }
+    cuda_state = CUDA_UNTRIED;
+    default_dev = MF_DEV_CPU;
+}
+
+/* ------------------------------------------------- copies between devices */
+mf_status mfi_device_download(mf_device_type dev, void *host, const void *src, size_t nbytes)
+{
+    if (nbytes == 0) return MF_OK;
+    if (dev == MF_DEV_CPU) {
+        memcpy(host, src, nbytes);
+        return MF_OK;
+    }
+    const mfi_backend *be = mfi_backend_for(dev);
+    if (!be) return mf_last_status();
+    return be->to_host(host, src, nbytes);
+}
+
+mf_status mfi_device_upload(mf_device_type dev, void *dst, const void *host, size_t nbytes)
+{
+    if (nbytes == 0) return MF_OK;
+    if (dev == MF_DEV_CPU) {
+        memcpy(dst, host, nbytes);
+        return MF_OK;
+    }
+    const mfi_backend *be = mfi_backend_for(dev);
+    if (!be) return mf_last_status();
+    return be->from_host(dst, host, nbytes);
+}
+
+mf_status mfi_copy_across(mf_tensor *dst, const mf_tensor *src)
+{
+    mf_device_type dd = mf_tensor_device(dst), sd = mf_tensor_device(src);
+    mf_status st = MF_OK;
+    if (dd == sd) {
+        mfi_view o = mfi_view_of(dst), i = mfi_view_of(src);
+        MFI_KERNEL(st, MF_PROF_OTHER, mfi_backend_of(dst), copy, &o, &i);
+        return st;
+    }
+    /* contiguous, dst's dtype, on the source device; then one transfer;
+     * then into dst's layout on its device */
+    mf_tensor *a = NULL, *b = NULL;
+    int prev = mfi_device_push(sd);
+    a = mfi_tensor_new(dst->dtype, src->ndim, src->shape);
+    mfi_device_pop(prev);
+    if (!a) return mf_last_status();
+    mfi_view av = mfi_view_of(a), sv = mfi_view_of(src);
+    MFI_KERNEL(st, MF_PROF_OTHER, mfi_backend_of(a), copy, &av, &sv);
+    size_t nbytes = mf_tensor_nbytes(a);
+    if (st == MF_OK && mf_tensor_is_contiguous(dst)) {
+        st = sd == MF_DEV_CPU ? mfi_device_upload(dd, mf_tensor_data(dst), mf_tensor_data(a), nbytes)
+                              : mfi_device_download(sd, mf_tensor_data(dst), mf_tensor_data(a), nbytes);
+        mf_tensor_destroy(a);
+        return st;
+    }
+    if (st == MF_OK) {
+        prev = mfi_device_push(dd);
+        b = mfi_tensor_new(dst->dtype, src->ndim, src->shape);
+        mfi_device_pop(prev);
+        if (!b) st = mf_last_status();
+    }
+    if (st == MF_OK)
+        st = sd == MF_DEV_CPU ? mfi_device_upload(dd, mf_tensor_data(b), mf_tensor_data(a), nbytes)
+                              : mfi_device_download(sd, mf_tensor_data(b), mf_tensor_data(a), nbytes);
+    if (st == MF_OK) {
+        mfi_view o = mfi_view_of(dst), i = mfi_view_of(b);
+        MFI_KERNEL(st, MF_PROF_OTHER, mfi_backend_of(dst), copy, &o, &i);
+    }
+    mf_tensor_destroy(a);
+    mf_tensor_destroy(b);
+    return st;
+}
