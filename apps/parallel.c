@@ -103,8 +103,8 @@ static void shard_of(par *pp)
 
 static mf_placement *mesh_placement(const par *pp, int n, const int *ranks)
 {
-    return pp->mesh_r ? mf_placement_create(n, ranks, 2, (const int[]){pp->mesh_r, pp->mesh_c}, MF_DEV_CPU)
-                      : mf_placement_create(n, ranks, 1, &n, MF_DEV_CPU);
+    return pp->mesh_r ? mf_placement_create(n, ranks, 2, (const int[]){pp->mesh_r, pp->mesh_c}, pp->dev)
+                      : mf_placement_create(n, ranks, 1, &n, pp->dev);
 }
 
 /* the largest divisor of the batch that is at most 4 P */
@@ -187,12 +187,17 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
 {
     int n = mf_world_size();
     memset(pp, 0, sizeof *pp);
+    pp->dev = strcmp(o->device, "cuda") ? MF_DEV_CPU : MF_DEV_CUDA;
     if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches) return pipe_setup(pp, o, model, err, len);
     pp->mode = o->parallel ? o->parallel : n > 1 ? "dp" : "none";
     if (!strcmp(pp->mode, "none")) return MF_OK;
     mf_status mst = mesh_for(pp, o, model, n, "the job has", err, len);
     if (mst != MF_OK) return mst;
-    pp->p = pp->mesh_r ? mf_placement_world_mesh(2, (const int[]){pp->mesh_r, pp->mesh_c}) : mf_placement_world();
+    int *all = malloc((size_t)n * sizeof *all);
+    if (!all) return MF_ERR_NOMEM;
+    for (int i = 0; i < n; i++) all[i] = i;
+    pp->p = mesh_placement(pp, n, all);
+    free(all);
     if (!pp->p) return mf_last_status();
     shard_of(pp);
     mf_status st = place_params(pp, model, 0, mf_module_num_children(model), pp->p);
@@ -202,7 +207,20 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
 
 mf_status par_batch(const par *pp, int64_t rows, mf_tensor **x, mf_tensor **y)
 {
-    if (!pp->p) return MF_OK;
+    if (!pp->p) {   /* one rank, local tensors: onto the device */
+        if (pp->dev == MF_DEV_CPU) return MF_OK;
+        mf_tensor *dx = mf_to_device(*x, pp->dev), *dy = dx ? mf_to_device(*y, pp->dev) : NULL;
+        mf_tensor_destroy(*x);
+        mf_tensor_destroy(*y);
+        *x = dx;
+        *y = dy;
+        if (!dy) {
+            mf_tensor_destroy(dx);
+            *x = NULL;
+            return mf_last_status();
+        }
+        return MF_OK;
+    }
     mf_tensor *gx, *gy;
     if (pp->shard_count > 1) {
         int64_t xs[MF_MAX_DIMS];

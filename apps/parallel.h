@@ -11,6 +11,7 @@
 typedef struct par {
     const char *mode;          /* "none", "dp", "mp", "hybrid", "2d" */
     mf_placement *p;           /* NULL for none; with a pipeline, this rank's stage's */
+    mf_device_type dev;        /* the placements' device (--device) */
     const char *data_sbp;
     int mesh_r, mesh_c;
     int shard_index, shard_count;   /* which rows of each batch (micro-batch) this rank loads */

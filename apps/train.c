@@ -517,6 +517,15 @@ int main(int argc, char **argv)
     }
     if (r.o.threads) mf_set_threads(r.o.threads);
     if (r.o.profile) mf_profile_enable(true);
+    if (!strcmp(r.o.precision, "bf16")) mf_autocast_set(MF_PRECISION_BF16);
+    if (!strcmp(r.o.device, "cuda")) {   /* before the model: its parameters are made there */
+        mf_status dst = mf_agree(mf_set_default_device(MF_DEV_CUDA));
+        if (dst != MF_OK) {
+            fprintf(stderr, "mpiflow-train: error: --device cuda: %s\n", mf_last_error());
+            code = EXIT_BAD_INPUT;
+            goto out;
+        }
+    }
     r.bar = r.o.progress == 1 || (r.o.progress == -1 && isatty(STDOUT_FILENO));
     mf_status st = load_data(&r);
     if (st != MF_OK) {
@@ -543,6 +552,10 @@ int main(int argc, char **argv)
                "parallel %s\n",
                (long long)r.o.batch_size, r.o.optimizer, r.o.lr, (long long)r.total_steps,
                (long long)r.steps_per_epoch, mf_world_size(), mf_threads(), pd);
+        char dd[512];
+        if (strcmp(r.o.device, "cpu") || strcmp(r.o.precision, "fp32"))
+            printf("mpiflow-train: device %s, precision %s\n", mf_device_describe(mf_default_device(), dd, sizeof dd),
+                   r.o.precision);
         fflush(stdout);
     }
     if (r.o.resume) {

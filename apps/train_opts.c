@@ -75,6 +75,13 @@ void train_opts_usage(FILE *f)
         "  SIGUSR1 or SIGTERM         (sbatch --signal=B:USR1@T, preemption, scancel) every rank\n"
         "                             stops after the current step, writes --checkpoint and exits 0;\n"
         "                             a second signal stops at once (slurm/*.sbatch requeue the job)\n"
+        "device (doc/cuda.md):\n"
+        "  --device cpu|cuda          where every rank computes (default cpu); cuda: one GPU per\n"
+        "                             rank, the local rank's among those visible (CUDA_VISIBLE_DEVICES,\n"
+        "                             srun --gpus-per-task), for every model and --parallel mode\n"
+        "  --precision fp32|bf16      bf16: autocast, matmul/linear/conv operands rounded to bfloat16\n"
+        "                             with fp32 accumulation; weights, optimizer state and the other\n"
+        "                             ops stay fp32 (default fp32)\n"
         "run:\n"
         "  --seed S                   seed for initialisation, dropout and shuffling (default 0)\n"
         "  --threads T                compute threads per rank (default cores / ranks per node)\n"
@@ -164,7 +171,8 @@ enum {
     OPT_MOMENTUM, OPT_WD, OPT_CLIP, OPT_SCHED, OPT_STEP_SIZE, OPT_GAMMA, OPT_WARMUP, OPT_LR_MIN, OPT_BOUNDS,
     OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
     OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_FLETCHER,
-    OPT_BUCKET, OPT_ZERO, OPT_TRACE, OPT_PP_STAGES, OPT_PP_CUTS, OPT_MICRO, OPT_PP_SCHED, OPT_HELP, OPT_VERSION
+    OPT_BUCKET, OPT_ZERO, OPT_TRACE, OPT_PP_STAGES, OPT_PP_CUTS, OPT_MICRO, OPT_PP_SCHED, OPT_DEVICE, OPT_PRECISION,
+    OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -211,6 +219,8 @@ static const struct option longopts[] = {
     {"pipeline-cuts", required_argument, 0, OPT_PP_CUTS},
     {"micro-batches", required_argument, 0, OPT_MICRO},
     {"schedule", required_argument, 0, OPT_PP_SCHED},
+    {"device", required_argument, 0, OPT_DEVICE},
+    {"precision", required_argument, 0, OPT_PRECISION},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -240,6 +250,8 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     o->progress = -1;
     o->eval = true;
     o->prefetch = -1;
+    o->device = "cpu";
+    o->precision = "fp32";
     bool have_values = false;
     int nvalues = 0;
     double bounds[TRAIN_MAX_PIECES];
@@ -376,6 +388,14 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             o->micro_batches = (int)n;
             break;
         }
+        case OPT_DEVICE:
+            if (strcmp(v, "cpu") && strcmp(v, "cuda")) return fail(err, len, "--device: '%s' is not cpu or cuda", v);
+            o->device = v;
+            break;
+        case OPT_PRECISION:
+            if (strcmp(v, "fp32") && strcmp(v, "bf16")) return fail(err, len, "--precision: '%s' is not fp32 or bf16", v);
+            o->precision = v;
+            break;
         case OPT_PP_SCHED:
             if (strcmp(v, "gpipe") && strcmp(v, "1f1b")) return fail(err, len, "--schedule: '%s' is not gpipe or 1f1b", v);
             o->pipeline_schedule = v;

@@ -41,6 +41,8 @@ typedef struct train_opts {
     const char *pipeline_cuts;        /* --pipeline-cuts 4,8, or NULL */
     int micro_batches;                /* 0: not given */
     const char *pipeline_schedule;    /* --schedule gpipe|1f1b */
+    const char *device;               /* "cpu" or "cuda" */
+    const char *precision;            /* "fp32" or "bf16" */
 } train_opts;
 
 /* 0: run; 1: --help or --version was printed; 2: bad input (err says

@@ -7,7 +7,7 @@ lib_libmf_core_la_SOURCES = \
 	lib/op.c lib/autograd.c \
 	lib/op/elementwise.c lib/op/matmul.c lib/op/reduce.c lib/op/view.c lib/op/concat.c \
 	lib/op/softmax.c lib/op/embedding.c lib/op/conv2d.c lib/op/pool.c lib/op/norm.c \
-	lib/op/dropout.c lib/op/loss.c lib/op/to_device.c \
+	lib/op/dropout.c lib/op/loss.c lib/op/to_device.c lib/op/autocast.c \
 	lib/nn/module.c lib/nn/linear.c lib/nn/conv2d.c lib/nn/pool.c lib/nn/activation.c \
 	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c lib/nn/to_global.c \
 	lib/optim/optimizer.c lib/optim/sgd.c lib/optim/rmsprop.c lib/optim/adam.c \

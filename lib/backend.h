@@ -32,7 +32,9 @@ typedef enum mfi_binop {
 typedef enum mfi_unop {
     MFI_UN_NEG, MFI_UN_SCALE, MFI_UN_ADD_SCALAR, MFI_UN_POW, MFI_UN_EXP,
     MFI_UN_LOG, MFI_UN_SQRT, MFI_UN_ABS, MFI_UN_RELU, MFI_UN_GELU,
-    MFI_UN_SIGMOID, MFI_UN_TANH, MFI_UN_COUNT
+    MFI_UN_SIGMOID, MFI_UN_TANH,
+    MFI_UN_ROUND_BF16,   /* to the nearest bfloat16 (ties to even), kept in the float type */
+    MFI_UN_COUNT
 } mfi_unop;
 
 typedef enum mfi_redop { MFI_RED_SUM, MFI_RED_MAX, MFI_RED_SUMSQ } mfi_redop;
@@ -50,6 +52,9 @@ typedef struct mfi_gemm {
     const void *b; int64_t ldb, stride_b;
     void *c;       int64_t ldc, stride_c;
     int64_t batch;
+    /* autocast: A and B hold bfloat16 values (already rounded); a backend
+     * may multiply them as bfloat16 with fp32 accumulation (tensor cores) */
+    bool bf16;
 } mfi_gemm;
 
 typedef struct mfi_conv2d {
@@ -57,6 +62,7 @@ typedef struct mfi_conv2d {
     int64_t oc, oh, ow;          /* output */
     int kh, kw;
     int stride[2], padding[2], dilation[2], groups;
+    bool bf16;                   /* as mfi_gemm.bf16, for the convolution's GEMMs */
 } mfi_conv2d;
 
 typedef struct mfi_pool2d {

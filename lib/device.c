@@ -57,9 +57,13 @@ static bool cuda_start(void)
         return false;
     }
     int n = be->device_count();
-    if (n <= 0) {
-        snprintf(cuda_why, sizeof cuda_why, "no CUDA device is visible to rank %d (%s)", mf_rank(),
-                 mf_last_status() != MF_OK && n < 0 ? mf_last_error() : "no GPU, or CUDA_VISIBLE_DEVICES hides them");
+    if (n < 0) {
+        snprintf(cuda_why, sizeof cuda_why, "CUDA cannot start on rank %d: %s", mf_rank(), mf_last_error());
+        return false;
+    }
+    if (n == 0) {
+        snprintf(cuda_why, sizeof cuda_why, "no CUDA device is visible to rank %d (no GPU, or CUDA_VISIBLE_DEVICES "
+                 "hides them)", mf_rank());
         return false;
     }
     if (be->select(mf_local_rank(), mf_local_size(), cuda_desc, sizeof cuda_desc) != MF_OK) {
@@ -207,4 +211,60 @@ mf_status mfi_copy_across(mf_tensor *dst, const mf_tensor *src)
     mf_tensor_destroy(a);
     mf_tensor_destroy(b);
     return st;
+}
+
+/* ------------------------------------------- staging for communication */
+mf_status mfi_stage_out(mf_device_type dev, void *host, const void *src, size_t nbytes)
+{
+    if (nbytes == 0) return MF_OK;
+    if (dev == MF_DEV_CPU) {
+        memcpy(host, src, nbytes);
+        return MF_OK;
+    }
+    const mfi_backend *be = mfi_backend_for(dev);
+    if (!be) return mf_last_status();
+    return be->comm_download(host, src, nbytes);
+}
+
+mf_status mfi_stage_in(mf_device_type dev, void *dst, const void *host, size_t nbytes)
+{
+    if (nbytes == 0) return MF_OK;
+    if (dev == MF_DEV_CPU) {
+        memcpy(dst, host, nbytes);
+        return MF_OK;
+    }
+    const mfi_backend *be = mfi_backend_for(dev);
+    if (!be) return mf_last_status();
+    return be->comm_upload(dst, host, nbytes);
+}
+
+void *mfi_host_buffer(size_t nbytes, bool *pinned)
+{
+    *pinned = false;
+    if (cuda_state == CUDA_READY) {
+        void *p = cuda_backend()->host_alloc(nbytes);
+        if (p) {
+            *pinned = true;
+            return p;
+        }
+    }
+    return malloc(nbytes);
+}
+
+void mfi_host_buffer_free(void *p, bool pinned)
+{
+    if (!p) return;
+    if (pinned && cuda_state == CUDA_READY) cuda_backend()->host_free(p);
+    else if (!pinned) free(p);
+}
+
+mf_tensor *mfi_on_device(mf_tensor *t, mf_device_type dev)
+{
+    if (mf_tensor_device(t) == dev) return mf_tensor_retain(t);
+    mf_tensor *c = mfi_tensor_new_on(dev, t->dtype, t->ndim, t->shape);
+    if (c && mfi_copy_across(c, t) != MF_OK) {
+        mf_tensor_destroy(c);
+        return NULL;
+    }
+    return c;
 }

@@ -102,8 +102,28 @@ mf_status mfi_device_download(mf_device_type dev, void *host, const void *src, s
 mf_status mfi_device_upload(mf_device_type dev, void *dst, const void *host, size_t nbytes);
 /* dst <- src (same shape), casting, across devices. */
 mf_status mfi_copy_across(mf_tensor *dst, const mf_tensor *src);
+/* t's values on dev, outside the graph: t itself (new reference) when
+ * already there, else a copy. */
+mf_tensor *mfi_on_device(mf_tensor *t, mf_device_type dev);
+/* Copies for MPI (DESIGN 6): device memory to and from host memory on
+ * the communication stream, overlapping the compute stream's queued
+ * work; plain memcpy on the CPU. */
+mf_status mfi_stage_out(mf_device_type dev, void *host, const void *src, size_t nbytes);
+mf_status mfi_stage_in(mf_device_type dev, void *dst, const void *host, size_t nbytes);
+/* A host buffer for staging: pinned once CUDA runs, else malloc. */
+void *mfi_host_buffer(size_t nbytes, bool *pinned);
+void mfi_host_buffer_free(void *p, bool pinned);
 /* mf_finalize: releases the device and its cached memory. */
 void mfi_device_shutdown(void);
+
+/* --------------------------------------------------------------- autocast */
+/* Whether an op on dt operands runs its GEMMs in bf16 now. */
+bool mfi_autocast_bf16(mf_dtype dt);
+/* Sets autocast for a backward to its forward's; mfi_autocast_pop restores. */
+int mfi_autocast_push(bool bf16);
+void mfi_autocast_pop(int prev);
+/* x rounded to bfloat16 values (contiguous, x's dtype and device); never recorded. */
+mf_tensor *mfi_bf16_copy(mf_tensor *x);
 
 /* ------------------------------------------------------------- profiling */
 extern bool mfi_prof_on;

@@ -199,17 +199,7 @@ const mfi_backend *mfi_backend_of(const mf_tensor *t)
     return &mfi_cpu_backend;
 }
 
-/* t itself if on the host, else a host copy (new reference). */
-static mf_tensor *on_host(const mf_tensor *t)
-{
-    if (mf_tensor_device(t) == MF_DEV_CPU) return mf_tensor_retain((mf_tensor *)t);
-    mf_tensor *h = mfi_tensor_new_on(MF_DEV_CPU, t->dtype, t->ndim, t->shape);
-    if (h && mfi_copy_across(h, t) != MF_OK) {
-        mf_tensor_destroy(h);
-        return NULL;
-    }
-    return h;
-}
+
 
 mf_status mfi_norm_axis(const char *op, int *axis, int ndim)
 {
@@ -504,7 +494,7 @@ void mf_tensor_print(const mf_tensor *t, FILE *f, int max_elems)
         return;
     }
     if (mf_tensor_device(t) != MF_DEV_CPU) {
-        mf_tensor *h = on_host(t);
+        mf_tensor *h = mfi_on_device((mf_tensor *)t, MF_DEV_CPU);
         if (!h) {
             fprintf(f, "tensor%s%s: cannot be printed: %s\n", t->name ? " " : "", t->name ? t->name : "",
                     mf_last_error());

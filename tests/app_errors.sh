@@ -31,6 +31,18 @@ expect_bad "none.h5: cannot read the checkpoint" --dataset synthetic --resume /n
 expect_bad "--mesh: only for --parallel 2d" --parallel dp --mesh 2x1
 expect_bad "--mesh: '2by2'" --parallel 2d --mesh 2by2
 expect_bad "--mesh 2x2 has 4 ranks but the job has 1" --dataset synthetic --parallel 2d --mesh 2x2
+expect_bad "--device: 'gpu' is not cpu or cuda" --device gpu
+expect_bad "--precision: 'fp16' is not fp32 or bf16" --precision fp16
+# --device cuda without a GPU (or in a build without CUDA): exit 2 and the
+# reason, on every rank; with a GPU it trains (tests/cuda_train.sh)
+"$MPIEXEC" -n 2 "$TRAIN" --dataset synthetic --synthetic-size 64,64 --steps 1 --device cuda >"$TMPDIR_TEST/out" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ]; then
+    [ "$rc" -eq 2 ] || { cat "$TMPDIR_TEST/out"; fail "2 ranks, --device cuda without a GPU: exit $rc, expected 2"; }
+    [ "$(grep -c "device cuda: .*CUDA is unavailable" "$TMPDIR_TEST/out")" -eq 2 ] ||
+        { cat "$TMPDIR_TEST/out"; fail "--device cuda: expected the reason from both ranks"; }
+    echo "ok: --device cuda -> $(head -1 "$TMPDIR_TEST/out")"
+fi
 
 # corrupt data: a header that is not IDX, and a file cut short
 mkdir -p "$TMPDIR_TEST/bad" "$TMPDIR_TEST/short"

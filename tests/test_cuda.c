@@ -533,6 +533,31 @@ START_TEST(optimizers)
 }
 END_TEST
 
+/* Autocast: the GPU multiplies the bfloat16 operands on its tensor cores
+ * (cublasGemmEx), the CPU in f32 on the rounded values: equal up to the
+ * order of the f32 sums. */
+START_TEST(autocast_bf16)
+{
+    ck_assert_ok(mf_autocast_set(MF_PRECISION_BF16));
+    mm_case m = {0, false, true};
+    mf_tensor *a[2] = {rnd(MF_F32, MF_DIMS(3, 64, 96), -1, 1), rnd(MF_F32, MF_DIMS(3, 48, 96), -1, 1)};
+    parity("bf16 matmul", mm_fn, 2, a, &m, 1e-5);
+    mm_case l = {1, false, false};
+    mf_tensor *b[3] = {rnd(MF_F32, MF_DIMS(33, 80), -1, 1), rnd(MF_F32, MF_DIMS(24, 80), -1, 1),
+                       rnd(MF_F32, MF_DIMS(24), -1, 1)};
+    parity("bf16 linear", mm_fn, 3, b, &l, 1e-5);
+    conv_case c = {mf_conv2d_defaults(), true};
+    c.p.padding[0] = c.p.padding[1] = 1;
+    mf_tensor *d[3] = {rnd(MF_F32, MF_DIMS(4, 8, 10, 10), -1, 1), rnd(MF_F32, MF_DIMS(16, 8, 3, 3), -1, 1),
+                       rnd(MF_F32, MF_DIMS(16), -1, 1)};
+    parity("bf16 conv2d", conv_fn, 3, d, &c, 1e-5);
+    ck_assert_ok(mf_autocast_set(MF_PRECISION_FP32));
+    free_all(2, a);
+    free_all(3, b);
+    free_all(3, d);
+}
+END_TEST
+
 /* ------------------------------------------------------ device handling */
 START_TEST(devices_and_errors)
 {
@@ -623,6 +648,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, philox_same_bits);
     tcase_add_test(tc, optimizers);
     tcase_add_test(tc, mlp_training);
+    tcase_add_test(tc, autocast_bf16);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,6 +10,17 @@
 #include "backends/cpu/cpu_kernels.h"
 
 #define SQRT1_2 0.70710678118654752440
+
+/* f to the nearest bfloat16 (ties to even), as a float; NaN stays NaN. */
+static inline float round_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) u = (u & 0x007fffffu) ? (u | 0x00400000u) & 0xffff0000u : u;
+    else u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
 #define INV_SQRT_2PI 0.39894228040143267794
 
 /* ------------------------------------------------------------------ unary */
@@ -47,6 +58,7 @@
             UN_CASE(T, MFI_UN_GELU, (T)0.5 * v * ((T)1 + erf(v * (T)SQRT1_2)))      \
             UN_CASE(T, MFI_UN_SIGMOID, (T)1 / ((T)1 + exp(-v)))                     \
             UN_CASE(T, MFI_UN_TANH, tanh(v))                                        \
+            UN_CASE(T, MFI_UN_ROUND_BF16, (T)round_bf16((float)v))                  \
         default: MF_FAIL(MF_ERR_BACKEND, "unary_fwd: unknown op %d", (int)op);        \
         }                                                                           \
         return MF_OK;                                                               \
@@ -93,6 +105,7 @@ mf_status mf_cpu_unary_fwd(mfi_unop op, mfi_cv *out, mfi_cv *x, double alpha)
                                       xv * (T)INV_SQRT_2PI * exp((T)-0.5 * xv * xv))) \
             UB_CASE(T, MFI_UN_SIGMOID, g * yv * ((T)1 - yv))                          \
             UB_CASE(T, MFI_UN_TANH, g * ((T)1 - yv * yv))                             \
+            UB_CASE(T, MFI_UN_ROUND_BF16, g)   /* straight through */                  \
         default: MF_FAIL(MF_ERR_BACKEND, "unary_bwd: unknown op %d", (int)op);       \
         }                                                                          \
         return MF_OK;                                                              \

@@ -39,6 +39,11 @@ static int cuda_device_count(void)
         cudaGetLastError();
         return 0;
     }
+    if (e == cudaErrorInsufficientDriver) {
+        cudaGetLastError();
+        mfi_error(MF_ERR_BACKEND, "no NVIDIA driver, or one too old for this CUDA runtime (%s)", cudaGetErrorName(e));
+        return -1;
+    }
     if (e != cudaSuccess) {
         mfc_fail("cudaGetDeviceCount", e);
         return -1;

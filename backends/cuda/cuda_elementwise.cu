@@ -4,6 +4,7 @@
  * (backends/cpu/cpu_elementwise.c). The op is a kernel argument: every
  * thread of a launch takes the same branch.
  */
+#include <cuda_bf16.h>
 #include "backends/cuda/cuda_common.cuh"
 
 #define SQRT1_2 0.70710678118654752440
@@ -25,6 +26,7 @@ __device__ static inline T unary_value(int op, T v, T alpha)
     case MFI_UN_GELU: return (T)0.5 * v * ((T)1 + erf(v * (T)SQRT1_2));
     case MFI_UN_SIGMOID: return (T)1 / ((T)1 + exp(-v));
     case MFI_UN_TANH: return tanh(v);
+    case MFI_UN_ROUND_BF16: return (T)__bfloat162float(__float2bfloat16_rn((float)v));
     default: return v;
     }
 }
@@ -70,6 +72,7 @@ __device__ static inline T unary_grad(int op, T g, T xv, T yv, T alpha)
         return g * ((T)0.5 * ((T)1 + erf(xv * (T)SQRT1_2)) + xv * (T)INV_SQRT_2PI * exp((T)-0.5 * xv * xv));
     case MFI_UN_SIGMOID: return g * yv * ((T)1 - yv);
     case MFI_UN_TANH: return g * ((T)1 - yv * yv);
+    case MFI_UN_ROUND_BF16: return g;   /* straight through */
     default: return g;
     }
 }

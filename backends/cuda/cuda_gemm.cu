@@ -14,9 +14,47 @@
  * Backward-filter: the chunk's columns laid out [K, chunk*L] and gy as
  * [O, chunk*L], so one GEMM sums over the chunk's images; chunks add up.
  */
+#include <cuda_bf16.h>
 #include "backends/cuda/cuda_common.cuh"
 
 #define CONV_WORKSPACE (256u << 20)
+
+__global__ void k_to_bf16(int64_t n, __nv_bfloat16 *o, const float *a)
+{
+    MFC_FOR(i, n) o[i] = __float2bfloat16_rn(a[i]);
+}
+
+/* Elements an operand spans: batch matrices of rows x cols, ld apart. */
+static int64_t span_of(int64_t batch, int64_t stride, int64_t rows, int64_t cols, int64_t ld)
+{
+    if (rows == 0 || cols == 0 || batch == 0) return 0;
+    return (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
+/* Autocast's GEMM: A and B hold bfloat16 values, which convert exactly;
+ * cuBLAS multiplies them on the tensor cores, accumulating in fp32. */
+static mf_status gemm_bf16(const mfi_gemm *g, cublasOperation_t opa, cublasOperation_t opb)
+{
+    int64_t sa = span_of(g->batch, g->stride_a, g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k, g->lda);
+    int64_t sb = span_of(g->batch, g->stride_b, g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, g->ldb);
+    size_t bytes = (size_t)(sa + sb + 1) * sizeof(__nv_bfloat16);
+    __nv_bfloat16 *ha = (__nv_bfloat16 *)mfi_alloc_on(MF_DEV_CUDA, bytes), *hb = ha ? ha + sa : NULL;
+    if (!ha) MF_FAIL(MF_ERR_NOMEM, "gemm: out of GPU memory for %zu bytes of bfloat16 operands", bytes);
+    if (sa) k_to_bf16<<<mfc_blocks(sa), MFC_THREADS, 0, mfc_stream>>>(sa, ha, (const float *)g->a);
+    if (sb) k_to_bf16<<<mfc_blocks(sb), MFC_THREADS, 0, mfc_stream>>>(sb, hb, (const float *)g->b);
+    cudaError_t e = cudaGetLastError();
+    float alpha = (float)g->alpha, beta = (float)g->beta;
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (e == cudaSuccess)
+        s = cublasGemmStridedBatchedEx(mfc_blas, opb, opa, (int)g->n, (int)g->m, (int)g->k, &alpha, hb, CUDA_R_16BF,
+                                       (int)g->ldb, g->stride_b, ha, CUDA_R_16BF, (int)g->lda, g->stride_a, &beta, g->c,
+                                       CUDA_R_32F, (int)g->ldc, g->stride_c, (int)g->batch, CUBLAS_COMPUTE_32F,
+                                       CUBLAS_GEMM_DEFAULT);
+    mfi_free_on(MF_DEV_CUDA, ha, bytes);   /* reused only by kernels queued after this GEMM */
+    if (e != cudaSuccess) return mfc_fail("gemm (bf16 operands)", e);
+    if (s != CUBLAS_STATUS_SUCCESS) return mfc_blas_fail("gemm (bf16)", s);
+    return MF_OK;
+}
 
 extern "C" mf_status mfc_gemm(const mfi_gemm *g)
 {
@@ -27,6 +65,7 @@ extern "C" mf_status mfc_gemm(const mfi_gemm *g)
     cublasOperation_t opb = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opa = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasStatus_t s;
+    if (g->dtype == MF_F32 && g->bf16) return gemm_bf16(g, opa, opb);
     if (g->dtype == MF_F32) {
         float alpha = (float)g->alpha, beta = (float)g->beta;
         s = cublasSgemmStridedBatched(mfc_blas, opb, opa, (int)g->n, (int)g->m, (int)g->k, &alpha,
@@ -155,7 +194,7 @@ static mf_status conv_fwd(const mfi_conv2d *p, T *y, const T *x, const T *w, con
             mfi_gemm gm = {dt, false, false, g.ocg, g.L, g.K, 1.0, 0.0,
                            w + grp * g.ocg * g.K, g.K, 0,
                            col, g.L, g.K * g.L,
-                           y + (n0 * g.oc + grp * g.ocg) * g.L, g.L, g.oc * g.L, cnt};
+                           y + (n0 * g.oc + grp * g.ocg) * g.L, g.L, g.oc * g.L, cnt, p->bf16};
             st = mfc_gemm(&gm);
         }
     }
@@ -181,7 +220,7 @@ static mf_status conv_bwd_data(const mfi_conv2d *p, T *gx, const T *gy, const T 
             mfi_gemm gm = {dt, true, false, g.K, g.L, g.ocg, 1.0, 0.0,
                            w + grp * g.ocg * g.K, g.K, 0,
                            gy + (n0 * g.oc + grp * g.ocg) * g.L, g.L, g.oc * g.L,
-                           col, g.L, g.K * g.L, cnt};
+                           col, g.L, g.K * g.L, cnt, p->bf16};
             st = mfc_gemm(&gm);
             if (st != MF_OK) break;
             k_col2im<T><<<mfc_blocks(cnt * g.cg * g.h * g.w), MFC_THREADS, 0, mfc_stream>>>(g, col, n0, cnt,
@@ -222,7 +261,7 @@ static mf_status conv_bwd_filter(const mfi_conv2d *p, T *gw, const T *gy, const 
             mfi_gemm gm = {dt, false, true, g.ocg, g.K, cnt * g.L, 1.0, n0 == 0 ? 0.0 : 1.0,
                            gyt, cnt * g.L, 0,
                            col, cnt * g.L, 0,
-                           gw + grp * g.ocg * g.K, g.K, 0, 1};
+                           gw + grp * g.ocg * g.K, g.K, 0, 1, p->bf16};
             st = mfc_gemm(&gm);
         }
     }

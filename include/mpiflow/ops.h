@@ -133,6 +133,18 @@ MF_API mf_tensor *mf_nll_loss(mf_tensor *logp, mf_tensor *target, mf_reduction r
 MF_API mf_tensor *mf_mse_loss(mf_tensor *x, mf_tensor *y, mf_reduction r);
 MF_API mf_tensor *mf_l1_loss(mf_tensor *x, mf_tensor *y, mf_reduction r);
 
+/* ---- mixed precision (autocast). While autocast is bf16, matmul,
+ * linear and conv2d round their f32 operands to bfloat16 and accumulate
+ * in f32 (on a GPU, on its bfloat16 tensor cores), forward and backward;
+ * their outputs, all other ops, the parameters (f32 master weights) and
+ * the optimizer state stay f32. Per thread, like PyTorch's
+ * torch.autocast(dtype=torch.bfloat16); doc/cuda.md. */
+typedef enum mf_precision { MF_PRECISION_FP32 = 0, MF_PRECISION_BF16 } mf_precision;
+MF_API mf_status mf_autocast_set(mf_precision p);
+MF_API mf_precision mf_autocast_get(void);
+MF_API const char *mf_precision_name(mf_precision p);   /* "fp32", "bf16" */
+MF_API mf_status mf_precision_parse(const char *s, mf_precision *p);
+
 /* ---- in place, never recorded (optimizers, initialisation) */
 MF_API mf_status mf_fill_(mf_tensor *t, double value);
 MF_API mf_status mf_copy_(mf_tensor *dst, mf_tensor *src);      /* broadcasting, casting */

@@ -438,10 +438,31 @@ out:
     return st;
 }
 
+/* Boxing on a device runs on host copies (DESIGN 6, staging through
+ * host memory): the piece is downloaded, boxed by the host algorithms
+ * above, and the result goes to the destination placement's device. */
+static mf_status box_staged(const box_attrs *a, mf_tensor *x, mf_tensor **out)
+{
+    if (a->src->dev == MF_DEV_CPU && a->dst->dev == MF_DEV_CPU && (!x || mf_tensor_device(x) == MF_DEV_CPU))
+        return box_run(a, x, out);
+    mf_tensor *h = x ? mfi_on_device(x, MF_DEV_CPU) : NULL;
+    if (x && !h) return mf_last_status();
+    int prev = mfi_device_push(MF_DEV_CPU);
+    mf_tensor *o = NULL;
+    mf_status st = box_run(a, h, &o);
+    mfi_device_pop(prev);
+    mf_tensor_destroy(h);
+    *out = NULL;
+    if (st != MF_OK || !o) return st;
+    *out = mfi_on_device(o, a->dst->dev);
+    mf_tensor_destroy(o);
+    return *out ? MF_OK : mf_last_status();
+}
+
 /* ------------------------------------------------------------ the op */
 static mf_status box_forward(mfi_call *c, mf_tensor **out)
 {
-    return box_run(c->attrs, c->in[0], out);
+    return box_staged(c->attrs, c->in[0], out);
 }
 
 static mf_status box_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
@@ -452,7 +473,7 @@ static mf_status box_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     b.dst = a->src;
     b.from = mfi_nd_sbp_dual(&a->to);
     b.to = mfi_nd_sbp_dual(&a->from);
-    return box_run(&b, gy, &gx[0]);
+    return box_staged(&b, gy, &gx[0]);
 }
 
 static const mfi_op box_op = {"boxing", MFI_OP_OWN_OUTPUT, NULL, box_forward, box_backward, NULL, NULL};
@@ -479,7 +500,7 @@ mf_status mfi_boxing(mf_tensor *x, const mfi_meta *gm, const mf_placement *src, 
         *out = mfi_apply(&box_op, 1, &x, &a, sizeof a);
         return *out ? MF_OK : mf_last_status();
     }
-    return box_run(&a, x, out);
+    return box_staged(&a, x, out);
 }
 
 double mfi_box_cost(mf_sbp from, mf_sbp to, int n, double bytes)
@@ -546,8 +567,16 @@ mf_status mfi_transfer_start(mf_tensor *t, const mf_placement *p, const mf_nd_sb
     x->dst = mf_placement_retain((mf_placement *)p);
     box_attrs a = {g->placement, p, g->sbp, to, x->gm};
     mf_status st = MF_OK;
-    if (g->placement->index >= 0 || p->index >= 0)
-        st = general_post(&a, &g->sbp, &to, g->local, mfi_comm_pipe(), 11, &x->pd);
+    if (g->placement->index >= 0 || p->index >= 0) {
+        /* packed from host memory; mf_transfer_finish's wrap moves the
+         * result to the destination's device */
+        mf_tensor *h = g->local ? mfi_on_device(g->local, MF_DEV_CPU) : NULL;
+        if (g->local && !h) st = mf_last_status();
+        int prev = mfi_device_push(MF_DEV_CPU);
+        if (st == MF_OK) st = general_post(&a, &g->sbp, &to, h, mfi_comm_pipe(), 11, &x->pd);
+        mfi_device_pop(prev);
+        mf_tensor_destroy(h);
+    }
     if (st != MF_OK) {
         mf_placement_destroy(x->dst);
         free(x);

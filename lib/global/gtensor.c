@@ -10,6 +10,14 @@
 
 mf_tensor *mfi_global_wrap(mf_tensor *local, const mf_placement *p, const mf_nd_sbp *s, const mfi_meta *gm, bool req)
 {
+    if (local && mf_tensor_device(local) != p->dev) {
+        /* the piece lives on the placement's device (a recorded move when
+         * it requires grad, so that gradients flow back) */
+        mf_tensor *moved = mf_to_device(local, p->dev);
+        mf_tensor_destroy(local);
+        if (!moved) return NULL;
+        local = moved;
+    }
     mf_tensor *t = calloc(1, sizeof *t);
     mfi_global *g = calloc(1, sizeof *g);
     if (!t || !g) {
@@ -189,7 +197,8 @@ mf_tensor *mf_to_global(mf_tensor *local, const mf_placement *p, const char *sbp
     mf_tensor *piece = NULL;
     if (in) {
         /* B: the first rank of each B dimension broadcasts */
-        piece = mf_clone(local);
+        /* broadcast from host memory; the wrap moves the piece back */
+        piece = mf_tensor_device(local) == MF_DEV_CPU ? mf_clone(local) : mfi_on_device(local, MF_DEV_CPU);
         for (int d = 0; piece && d < s.ndim; d++)
             if (s.d[d].kind == MF_SBP_B &&
                 mfi_bcast(p->dim_comm[d], mf_tensor_data(piece), mf_tensor_numel(piece), gm.dtype, 0) != MF_OK) {
@@ -234,8 +243,10 @@ static mf_tensor *global_fill(const char *fn, mf_dtype dt, int ndim, const int64
         bool partial_zero = false;
         for (int d = 0; d < s.ndim; d++)
             if (s.d[d].kind == MF_SBP_P && p->coord[d] != 0) partial_zero = true;
+        int prev = mfi_device_push(p->dev);
         piece = partial_zero || how == 0 ? mf_zeros(dt, ndim, b.count) : how == 1 ? mf_ones(dt, ndim, b.count)
                                                                                : mfi_tensor_new(dt, ndim, b.count);
+        mfi_device_pop(prev);
         if (!piece) return NULL;
         if (how >= 2 && !partial_zero && mf_tensor_numel(piece) > 0) {
             /* one Philox run per innermost row, at its global index */

@@ -96,8 +96,16 @@ mf_placement *mf_placement_create(int n, const int *ranks, int nd, const int *me
                 return NULL;
             }
     }
-    if (dev != MF_DEV_CPU) {
-        mfi_error(MF_ERR_BACKEND, "%s: device type cuda is not available in this build", what);
+    if (dev != MF_DEV_CPU && dev != MF_DEV_CUDA) {
+        mfi_error(MF_ERR_ARG, "%s: unknown device type %d", what, (int)dev);
+        return NULL;
+    }
+    /* a member drives its device: it must have one (one rank per GPU) */
+    bool member = false;
+    for (int i = 0; i < n; i++) member |= ranks[i] == mfi_comm_rank_in(mfi_comm_world());
+    if (dev != MF_DEV_CPU && member && !mfi_backend_for(dev)) {
+        mfi_error_context("%s: a %s placement on rank %d", what, mf_device_name(dev),
+                          mfi_comm_rank_in(mfi_comm_world()));
         return NULL;
     }
     for (int i = 0; i < nregistry; i++)

@@ -257,6 +257,11 @@ static mf_status write_tensor(const writer *w, hid_t group, const char *name, mf
     }
     /* a failure here is this rank's alone (memory): it still takes part
      * in the collective calls below, with nothing to write */
+    if (src && mf_tensor_device(src) != MF_DEV_CPU) {   /* HDF5 writes host memory */
+        mf_tensor *h = mfi_on_device(src, MF_DEV_CPU);
+        mf_tensor_destroy(src);
+        src = h;
+    }
     if (l.holds && !src) st = mf_last_status();
     bool write = l.writes && src;
     uint64_t part = 0, sum = 0;
@@ -546,6 +551,11 @@ static mf_status adopt(mf_tensor *dst, mf_tensor *buf)
         buf->storage = a;
         b->version = v;
         return MF_OK;
+    }
+    if (a->device != b->device) {   /* read into host memory, for a device tensor */
+        mf_status st = mfi_copy_across(dst, buf);
+        if (st == MF_OK) mfi_bump_version(dst);
+        return st;
     }
     return mf_copy_(dst, buf);
 }

@@ -13,6 +13,7 @@
 typedef struct conv_attrs {
     mf_conv2d_params p;
     mfi_conv2d g;        /* geometry, filled by infer */
+    bool bf16;           /* autocast (lib/op/autocast.c) at the forward */
 } conv_attrs;
 
 mf_conv2d_params mf_conv2d_defaults(void)
@@ -72,6 +73,7 @@ static mf_status conv_infer(mfi_call *c, mfi_meta *out)
         MF_FAIL(MF_ERR_DTYPE, "mf_conv2d: input is %s and weight %s; both must be the same float dtype",
                 mf_dtype_name(x->dtype), mf_dtype_name(w->dtype));
     MF_TRY(geometry("mf_conv2d", &a->p, x, w, &a->g));
+    a->g.bf16 = a->bf16;
     if (b->ndim >= 0 && (b->ndim != 1 || b->shape[0] != w->shape[0] || b->dtype != x->dtype))
         MF_FAIL(MF_ERR_SHAPE, "mf_conv2d: bias %s does not match weight %s", mfi_meta_str(b, s1, sizeof s1),
                 mfi_meta_str(w, s2, sizeof s2));
@@ -87,16 +89,19 @@ static mf_status conv_infer(mfi_call *c, mfi_meta *out)
 static mf_status conv_forward(mfi_call *c, mf_tensor **out)
 {
     const conv_attrs *a = c->attrs;
-    mf_tensor *x = mfi_contiguous_raw(c->in[0]), *w = mfi_contiguous_raw(c->in[1]);
-    mf_tensor *b = c->in[2] ? mfi_contiguous_raw(c->in[2]) : NULL;
+    /* under autocast, the operands' bfloat16 values (contiguous copies) */
+    mf_tensor *x = a->bf16 ? mfi_bf16_copy(c->in[0]) : mfi_contiguous_raw(c->in[0]);
+    mf_tensor *w = a->bf16 ? mfi_bf16_copy(c->in[1]) : mfi_contiguous_raw(c->in[1]);
+    mf_tensor *b = !c->in[2] ? NULL : a->bf16 ? mfi_bf16_copy(c->in[2]) : mfi_contiguous_raw(c->in[2]);
     mf_status st = MF_OK;
     if (!x || !w || (c->in[2] && !b)) MF_TRY_OUT(mf_last_status());
     mfi_view vo = mfi_view_of(*out), vx = mfi_view_of(x), vw = mfi_view_of(w), vb;
     if (b) vb = mfi_view_of(b);
     MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(x), conv2d_fwd, &a->g, &vo, &vx, &vw, b ? &vb : NULL);
     MF_TRY_OUT(st);
-    if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, x));
-    if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, w));
+    /* saved as given: the gradient ops round them again under autocast */
+    if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, a->bf16 ? c->in[0] : x));
+    if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, a->bf16 ? c->in[1] : w));
 out:
     mf_tensor_destroy(x);
     mf_tensor_destroy(w);
@@ -132,15 +137,21 @@ static mf_status cgw_infer(mfi_call *c, mfi_meta *out)
 static mf_status cg_forward(mfi_call *c, mf_tensor **out, bool weight)
 {
     const conv_attrs *a = c->attrs;
-    mf_tensor *gy = mfi_contiguous_raw(c->in[0]);
-    if (!gy) return mf_last_status();
-    mfi_view vo = mfi_view_of(*out), vg = mfi_view_of(gy), v1 = mfi_view_of(c->in[1]);
+    mf_tensor *gy = a->bf16 ? mfi_bf16_copy(c->in[0]) : mfi_contiguous_raw(c->in[0]);
+    mf_tensor *o1 = a->bf16 ? mfi_bf16_copy(c->in[1]) : mf_tensor_retain(c->in[1]);
+    if (!gy || !o1) {
+        mf_tensor_destroy(gy);
+        mf_tensor_destroy(o1);
+        return mf_last_status();
+    }
+    mfi_view vo = mfi_view_of(*out), vg = mfi_view_of(gy), v1 = mfi_view_of(o1);
     mf_status st;
     if (weight)
         MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(gy), conv2d_bwd_filter, &a->g, &vo, &vg, &v1);
     else
         MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(gy), conv2d_bwd_data, &a->g, &vo, &vg, &v1);
     mf_tensor_destroy(gy);
+    mf_tensor_destroy(o1);
     return st;
 }
 
@@ -200,6 +211,7 @@ mf_tensor *mf_conv2d(mf_tensor *x, mf_tensor *weight, mf_tensor *bias, const mf_
     conv_attrs a;
     memset(&a, 0, sizeof a);
     a.p = p ? *p : mf_conv2d_defaults();
+    a.bf16 = mfi_autocast_bf16(x->dtype);
     mf_tensor *in[3] = {x, weight, bias};
     return mfi_apply(&conv_op, 3, in, &a, sizeof a);
 }

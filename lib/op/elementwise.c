@@ -266,7 +266,7 @@ static int un_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
 static const mfi_op un_ops[MFI_UN_COUNT] = {
     UN_OP("mf_neg"), UN_OP("mf_scale"), UN_OP("mf_add_scalar"), UN_OP("mf_pow"), UN_OP("mf_exp"),
     UN_OP("mf_log"), UN_OP("mf_sqrt"), UN_OP("mf_abs"), UN_OP("mf_relu"), UN_OP("mf_gelu"),
-    UN_OP("mf_sigmoid"), UN_OP("mf_tanh")};
+    UN_OP("mf_sigmoid"), UN_OP("mf_tanh"), UN_OP("mf_round_bf16")};
 
 mf_tensor *mfi_unary(mfi_unop op, mf_tensor *x, double alpha)
 {
@@ -350,8 +350,16 @@ mf_status mf_copy_(mf_tensor *dst, mf_tensor *src)
         MF_FAIL(MF_ERR_SHAPE, "mf_copy_: source %s does not broadcast to destination %s", mfi_meta_str(&s, x, sizeof x),
                 mfi_meta_str(&d, y, sizeof y));
     }
-    mfi_view o = mfi_view_of(dst), i = mfi_view_broadcast(src, &d);
     mf_status st;
+    if (mf_tensor_device(dst) != mf_tensor_device(src)) {   /* across devices: through one transfer */
+        mf_tensor *e = mf_expand(src, d.ndim, d.shape);
+        if (!e) return mf_last_status();
+        st = mfi_copy_across(dst, e);
+        mf_tensor_destroy(e);
+        if (st == MF_OK) mfi_bump_version(dst);
+        return st;
+    }
+    mfi_view o = mfi_view_of(dst), i = mfi_view_broadcast(src, &d);
     MFI_KERNEL(st, MF_PROF_ELEMENTWISE, mfi_backend_of(dst), copy, &o, &i);
     if (st == MF_OK) mfi_bump_version(dst);
     return st;
@@ -362,6 +370,9 @@ mf_status mf_add_(mf_tensor *a, mf_tensor *b, double alpha)
     MF_TRY(mfi_check_input("mf_add_", "a", a));
     MF_TRY(mfi_check_input("mf_add_", "b", b));
     if (a->global || b->global) return mfi_global_inplace(MFI_IP_ADD, a, b, alpha);
+    if (mf_tensor_device(a) != mf_tensor_device(b))
+        MF_FAIL(MF_ERR_ARG, "mf_add_: a is on %s and b on %s (move one with mf_to_device)",
+                mf_device_name(mf_tensor_device(a)), mf_device_name(mf_tensor_device(b)));
     mfi_meta ma, mb, mo;
     mfi_meta_of(a, &ma);
     mfi_meta_of(b, &mb);

@@ -14,7 +14,12 @@
 
 typedef struct mm_attrs {
     bool ta, tb;
+    bool bf16;           /* autocast (lib/op/autocast.c) at the forward */
 } mm_attrs;
+
+typedef struct lin_attrs {
+    bool bf16;
+} lin_attrs;
 
 /* How one operand enters GEMM. */
 typedef struct gemm_arg {
@@ -114,8 +119,12 @@ static mf_status mm_forward(mfi_call *c, mf_tensor **out)
     mf_tensor *y = *out;
     gemm_arg A = {0}, B = {0};
     mf_status st = MF_OK;
-    MF_TRY_OUT(gemm_prepare(c->in[0], a->ta, &A));
-    MF_TRY_OUT(gemm_prepare(c->in[1], a->tb, &B));
+    /* autocast: the operands' bfloat16 values */
+    mf_tensor *ra = a->bf16 ? mfi_bf16_copy(c->in[0]) : mf_tensor_retain(c->in[0]);
+    mf_tensor *rb = a->bf16 ? mfi_bf16_copy(c->in[1]) : mf_tensor_retain(c->in[1]);
+    if (!ra || !rb) MF_TRY_OUT(mf_last_status());
+    MF_TRY_OUT(gemm_prepare(ra, a->ta, &A));
+    MF_TRY_OUT(gemm_prepare(rb, a->tb, &B));
     const mfi_meta *x = &c->in_meta[0];
     int64_t m = y->shape[y->ndim - 2], n = y->shape[y->ndim - 1];
     int64_t k = x->shape[x->ndim - (a->ta ? 2 : 1)];
@@ -125,7 +134,7 @@ static mf_status mm_forward(mfi_call *c, mf_tensor **out)
         .a = A.data, .lda = A.ld, .stride_a = A.bstride,
         .b = B.data, .ldb = B.ld, .stride_b = B.bstride,
         .c = mf_tensor_data(y), .ldc = n > 1 ? n : 1, .stride_c = m * n,
-        .batch = mfi_numel(y->ndim - 2, y->shape),
+        .batch = mfi_numel(y->ndim - 2, y->shape), .bf16 = a->bf16,
     };
     if (k == 0) {
         MF_TRY_OUT(mf_fill_(y, 0.0));
@@ -138,10 +147,23 @@ static mf_status mm_forward(mfi_call *c, mf_tensor **out)
 out:
     mf_tensor_destroy(A.t);
     mf_tensor_destroy(B.t);
+    mf_tensor_destroy(ra);
+    mf_tensor_destroy(rb);
     return st;
 }
 
+static mf_status mm_grads(mfi_call *c, mf_tensor *gy, mf_tensor **gx);
+
+/* the gradient GEMMs in the forward's precision */
 static mf_status mm_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
+{
+    int prev = mfi_autocast_push(((const mm_attrs *)c->attrs)->bf16);
+    mf_status st = mm_grads(c, gy, gx);
+    mfi_autocast_pop(prev);
+    return st;
+}
+
+static mf_status mm_grads(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 {
     const mm_attrs *a = c->attrs;
     int i = 0;
@@ -200,7 +222,7 @@ mf_tensor *mf_matmul_t(mf_tensor *a, mf_tensor *b, bool trans_a, bool trans_b)
 {
     if (mfi_check_input("mf_matmul", "a", a) != MF_OK || mfi_check_input("mf_matmul", "b", b) != MF_OK)
         return NULL;
-    mm_attrs at = {trans_a, trans_b};
+    mm_attrs at = {trans_a, trans_b, mfi_autocast_bf16(a->dtype)};
     mf_tensor *in[2] = {a, b};
     return mfi_apply(&mm_op, 2, in, &at, sizeof at);
 }
@@ -252,16 +274,22 @@ static mf_status lin_infer(mfi_call *c, mfi_meta *out)
 
 static mf_status lin_forward(mfi_call *c, mf_tensor **out)
 {
+    const lin_attrs *la = c->attrs;
     mf_tensor *y = *out, *x = c->in[0], *w = c->in[1], *b = c->in[2];
     int64_t in = w->shape[1], outf = w->shape[0], rows = mf_tensor_numel(x) / (in ? in : 1);
     if (in == 0) rows = mfi_numel(x->ndim - 1, x->shape);
     gemm_arg X = {0}, W = {0};
     mf_status st = MF_OK;
-    /* x as [rows, in]: contiguous, or its rows evenly strided */
-    mf_tensor *xc = mfi_contiguous_raw(x);
-    if (!xc) return mf_last_status();
-    MF_TRY_OUT(gemm_prepare(w, true, &W));
+    mf_tensor *br = NULL;
+    /* x as [rows, in]: contiguous (under autocast, its bfloat16 values) */
+    mf_tensor *xc = la->bf16 ? mfi_bf16_copy(x) : mfi_contiguous_raw(x);
+    mf_tensor *wr = la->bf16 ? mfi_bf16_copy(w) : mf_tensor_retain(w);
+    if (!xc || !wr) MF_TRY_OUT(mf_last_status());
+    MF_TRY_OUT(gemm_prepare(wr, true, &W));
     const mfi_backend *be = mfi_backend_of(y);
+    br = b && la->bf16 ? mfi_bf16_copy(b) : NULL;   /* PyTorch's autocast casts the bias too */
+    if (b && la->bf16 && !br) MF_TRY_OUT(mf_last_status());
+    if (br) b = br;
     if (b) {
         int64_t shp[2] = {rows, outf};
         mfi_view o = mfi_view_as(y, 2, shp), bv = mfi_view_of(b);
@@ -278,7 +306,7 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
         .alpha = 1.0, .beta = b ? 1.0 : 0.0,
         .a = mf_tensor_data(xc), .lda = in > 1 ? in : 1,
         .b = W.data, .ldb = W.ld,
-        .c = mf_tensor_data(y), .ldc = outf > 1 ? outf : 1, .batch = 1,
+        .c = mf_tensor_data(y), .ldc = outf > 1 ? outf : 1, .batch = 1, .bf16 = la->bf16,
     };
     if (in == 0 && !b) {
         MF_TRY_OUT(mf_fill_(y, 0.0));
@@ -290,12 +318,24 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
     if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, w));
 out:
     mf_tensor_destroy(xc);
+    mf_tensor_destroy(wr);
+    mf_tensor_destroy(br);
     mf_tensor_destroy(X.t);
     mf_tensor_destroy(W.t);
     return st;
 }
 
+static mf_status lin_grads(mfi_call *c, mf_tensor *gy, mf_tensor **gx);
+
 static mf_status lin_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
+{
+    int prev = mfi_autocast_push(((const lin_attrs *)c->attrs)->bf16);
+    mf_status st = lin_grads(c, gy, gx);
+    mfi_autocast_pop(prev);
+    return st;
+}
+
+static mf_status lin_grads(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 {
     const mfi_meta *xm = &c->in_meta[0], *wm = &c->in_meta[1];
     int64_t in = wm->shape[1], outf = wm->shape[0], rows = mfi_numel(xm->ndim - 1, xm->shape);
@@ -356,5 +396,6 @@ mf_tensor *mf_linear(mf_tensor *x, mf_tensor *weight, mf_tensor *bias)
     if (mfi_check_input("mf_linear", "x", x) != MF_OK || mfi_check_input("mf_linear", "weight", weight) != MF_OK)
         return NULL;
     mf_tensor *in[3] = {x, weight, bias};
-    return mfi_apply(&lin_op, 3, in, NULL, 0);
+    lin_attrs at = {mfi_autocast_bf16(x->dtype)};
+    return mfi_apply(&lin_op, 3, in, &at, sizeof at);
 }

@@ -35,7 +35,8 @@ typedef struct bucket {
     int *params;         /* optimizer indices, in packing order */
     int64_t *off;        /* element offset of each */
     int64_t numel;
-    void *buf;
+    void *buf;           /* host memory: pinned when the gradients are on a GPU */
+    bool pinned;
     mfi_request *req;
     /* ZeRO-1 buckets: the buffer is laid out rank by rank (each rank's
      * rows of every parameter), reduce-scattered into shard */
@@ -95,7 +96,7 @@ void mfi_grad_buckets_free(mfi_grad_buckets *gb)
         mfi_wait(gb->b[k].req);   /* its buffer goes next */
         free(gb->b[k].params);
         free(gb->b[k].off);
-        free(gb->b[k].buf);
+        mfi_host_buffer_free(gb->b[k].buf, gb->b[k].pinned);
         free(gb->b[k].counts);
         free(gb->b[k].pos);
         free(gb->b[k].shard);
@@ -192,7 +193,7 @@ static mf_status build(mf_optim *o, mfi_grad_buckets **out)
         b->numel += numel;
     }
     for (int k = 0; st == MF_OK && k < gb->nb; k++) {
-        gb->b[k].buf = malloc((size_t)gb->b[k].numel * mf_dtype_size(gb->b[k].dt) + 1);
+        gb->b[k].buf = mfi_host_buffer((size_t)gb->b[k].numel * mf_dtype_size(gb->b[k].dt) + 1, &gb->b[k].pinned);
         if (!gb->b[k].buf) st = mfi_error(MF_ERR_NOMEM, "gradient buckets: out of memory");
         if (st == MF_OK && gb->b[k].zero) st = zero_layout(o, &gb->b[k]);
     }
@@ -230,12 +231,14 @@ static mf_status pack(mfi_grad_buckets *gb, int i)
     mf_status st = mf_tensor_dtype(g) == b->dt && mf_tensor_numel(g) == numel
                        ? MF_OK
                        : mfi_error(MF_ERR_INTERNAL, "gradient of '%s' does not match its parameter", gb->o->params[i].name);
-    if (st == MF_OK && !b->zero) memcpy(dst, mf_tensor_data(g), (size_t)numel * es);
+    /* from a GPU: on its communication stream, while backward goes on */
+    mf_device_type dev = mf_tensor_device(g);
+    if (st == MF_OK && !b->zero) st = mfi_stage_out(dev, dst, mf_tensor_data(g), (size_t)numel * es);
     for (int q = 0; st == MF_OK && b->zero && q < b->n; q++) {   /* rank q's rows, in rank q's part */
         int64_t r0, rows;
         zero_rows(p, b, q, &r0, &rows);
-        memcpy((char *)b->buf + (size_t)b->pos[slot * b->n + q] * es,
-               (const char *)mf_tensor_data(g) + (size_t)(r0 * p->inner) * es, (size_t)(rows * p->inner) * es);
+        st = mfi_stage_out(dev, (char *)b->buf + (size_t)b->pos[slot * b->n + q] * es,
+                           (const char *)mf_tensor_data(g) + (size_t)(r0 * p->inner) * es, (size_t)(rows * p->inner) * es);
     }
     mf_tensor_destroy(g);
     return st;
@@ -321,10 +324,11 @@ static mf_status unpack(mfi_grad_buckets *gb, int k)
             continue;
         }
         /* a fresh tensor: the old gradient's storage may be shared */
-        mf_tensor *g = mfi_tensor_new(b->dt, l->ndim, l->shape);
+        mf_tensor *g = mfi_tensor_new_on(mf_tensor_device(l), b->dt, l->ndim, l->shape);
         if (!g) return mf_last_status();
-        memcpy(mf_tensor_data(g), (char *)b->buf + (size_t)b->off[s] * es, (size_t)mf_tensor_numel(g) * es);
-        mf_status st = mf_tensor_set_grad(l, g);
+        mf_status st = mfi_stage_in(mf_tensor_device(l), mf_tensor_data(g), (char *)b->buf + (size_t)b->off[s] * es,
+                                    (size_t)mf_tensor_numel(g) * es);
+        if (st == MF_OK) st = mf_tensor_set_grad(l, g);
         mf_tensor_destroy(g);
         MF_TRY(st);
         l->grad_synced = true;

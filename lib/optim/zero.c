@@ -32,6 +32,12 @@ mf_status mf_optim_set_zero(mf_optim *o, int stage)
     if (stage != 0 && stage != 1) MF_FAIL(MF_ERR_ARG, "mf_optim_set_zero: stage %d is not 0 or 1", stage);
     if (o->steps > 0 && stage != o->zero)
         MF_FAIL(MF_ERR_STATE, "mf_optim_set_zero: the optimizer has stepped; set ZeRO before the first step");
+    for (int i = 0; stage && i < o->n; i++) {
+        const mfi_global *g = o->params[i].p->global;
+        if (g && g->placement->dev != MF_DEV_CPU)   /* the placement: the same answer on every rank */
+            MF_FAIL(MF_ERR_ARG, "mf_optim_set_zero: ZeRO-1 runs on CPU parameters only in this release; '%s' is on %s",
+                    o->params[i].name, mf_device_name(g->placement->dev));
+    }
     MF_TRY(mf_optim_set_bucket_mb(o, o->bucket_mb));   /* rebuilt for the new stage */
     o->zero = stage;
     for (int i = 0; i < o->n; i++) {
@@ -53,7 +59,7 @@ mf_tensor *mfi_optim_state_new(mf_optim *o, int i)
     mfi_opt_param *p = &o->params[i];
     mf_tensor *piece = mfi_local_piece(p->p);
     if (!piece) return NULL;
-    if (!p->zero) return mf_zeros_like(piece);
+    if (!p->zero) return mf_zeros_like(piece);   /* on the parameter's device */
     int64_t shape[MF_MAX_DIMS];
     int nd = piece->ndim ? piece->ndim : 1;
     for (int d = 0; d < nd; d++) shape[d] = piece->ndim ? piece->shape[d] : 1;

@@ -1,0 +1,62 @@
+/*
+ * lib/op/autocast.c - bfloat16 autocast: mixed precision for the GEMMs.
+ *
+ * While autocast is bf16, matmul, linear and conv2d round their f32
+ * operands to bfloat16 (round to nearest, ties to even) and accumulate
+ * in f32, as PyTorch's autocast does for these ops; a backend may run
+ * such a GEMM on bfloat16 hardware (tensor cores), since the rounded
+ * operands convert exactly. Outputs, the other ops, parameters (the f32
+ * master weights) and optimizer state stay f32. Each recorded op keeps
+ * the precision of its forward for its backward GEMMs.
+ */
+#include "lib/internal.h"
+
+static _Thread_local mf_precision cur = MF_PRECISION_FP32;
+
+mf_status mf_autocast_set(mf_precision p)
+{
+    if (p != MF_PRECISION_FP32 && p != MF_PRECISION_BF16)
+        MF_FAIL(MF_ERR_ARG, "mf_autocast_set: unknown precision %d (fp32 or bf16)", (int)p);
+    cur = p;
+    return MF_OK;
+}
+
+mf_precision mf_autocast_get(void) { return cur; }
+
+const char *mf_precision_name(mf_precision p)
+{
+    return p == MF_PRECISION_BF16 ? "bf16" : p == MF_PRECISION_FP32 ? "fp32" : "?";
+}
+
+mf_status mf_precision_parse(const char *s, mf_precision *p)
+{
+    if (s && !strcmp(s, "fp32")) *p = MF_PRECISION_FP32;
+    else if (s && !strcmp(s, "bf16")) *p = MF_PRECISION_BF16;
+    else MF_FAIL(MF_ERR_ARG, "unknown precision '%s' (fp32 or bf16)", s ? s : "(null)");
+    return MF_OK;
+}
+
+bool mfi_autocast_bf16(mf_dtype dt) { return cur == MF_PRECISION_BF16 && dt == MF_F32; }
+
+int mfi_autocast_push(bool bf16)
+{
+    int prev = (int)cur;
+    cur = bf16 ? MF_PRECISION_BF16 : MF_PRECISION_FP32;
+    return prev;
+}
+
+void mfi_autocast_pop(int prev) { cur = (mf_precision)prev; }
+
+mf_tensor *mfi_bf16_copy(mf_tensor *x)
+{
+    mf_tensor *r = mfi_tensor_new_on(mf_tensor_device(x), x->dtype, x->ndim, x->shape);
+    if (!r) return NULL;
+    mfi_view o = mfi_view_of(r), i = mfi_view_of(x);
+    mf_status st;
+    MFI_KERNEL(st, MF_PROF_ELEMENTWISE, mfi_backend_of(r), unary_fwd, MFI_UN_ROUND_BF16, &o, &i, 0.0);
+    if (st != MF_OK) {
+        mf_tensor_destroy(r);
+        return NULL;
+    }
+    return r;
+}
