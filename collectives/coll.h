@@ -50,6 +50,12 @@ mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root)
  * request and returns its status (mf_last_error holds its message).
  * Every rank must start the same requests in the same order. */
 typedef struct mf_request mfi_request;
+/* MPI takes GPU buffers (MPIX_Query_cuda_support, or MF_CUDA_AWARE=0/1). */
+bool mfi_coll_cuda_aware(void);
+/* Sums over ranks in rank order (MF_DETERMINISTIC=1), on the host. */
+bool mfi_coll_deterministic(void);
+/* A blocking allreduce by the given algorithm (MF_COLL_MPI: the library's own). */
+mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a);
 mf_status mfi_iallreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo, mfi_request **out);
 mf_status mfi_ireduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
                               mfi_request **out);

@@ -12,6 +12,7 @@
  */
 #include <stdio.h>
 #include "config.h"
+#include "collectives/coll.h"
 #include "lib/internal.h"
 
 static mf_device_type default_dev = MF_DEV_CPU;
@@ -101,7 +102,9 @@ bool mf_cuda_available(void) { return cuda_start(); }
 const char *mf_device_describe(mf_device_type dev, char *buf, size_t size)
 {
     if (dev == MF_DEV_CUDA) {
-        if (cuda_start()) snprintf(buf, size, "cuda: %s", cuda_desc);
+        if (cuda_start())
+            snprintf(buf, size, "cuda: %s; MPI %s", cuda_desc,
+                     mfi_coll_cuda_aware() ? "takes GPU buffers (CUDA-aware)" : "gets GPU data through pinned host buffers");
         else snprintf(buf, size, "cuda: unavailable (%s)", cuda_why);
     } else {
         snprintf(buf, size, "cpu: %d thread(s)", mf_threads());
@@ -267,4 +270,25 @@ mf_tensor *mfi_on_device(mf_tensor *t, mf_device_type dev)
         return NULL;
     }
     return c;
+}
+
+mf_status mfi_device_memcpy(mf_device_type dev, mf_dtype dt, void *dst, const void *src, int64_t count)
+{
+    if (count <= 0) return MF_OK;
+    if (dev == MF_DEV_CPU) {
+        memcpy(dst, src, (size_t)count * mf_dtype_size(dt));
+        return MF_OK;
+    }
+    const mfi_backend *be = mfi_backend_for(dev);
+    if (!be) return mf_last_status();
+    mfi_view o, i;
+    memset(&o, 0, sizeof o);
+    o.dtype = dt;
+    o.ndim = 1;
+    o.shape[0] = count;
+    o.stride[0] = 1;
+    i = o;
+    o.data = dst;
+    i.data = (void *)src;
+    return be->copy(&o, &i);
 }

@@ -110,6 +110,9 @@ mf_tensor *mfi_on_device(mf_tensor *t, mf_device_type dev);
  * work; plain memcpy on the CPU. */
 mf_status mfi_stage_out(mf_device_type dev, void *host, const void *src, size_t nbytes);
 mf_status mfi_stage_in(mf_device_type dev, void *dst, const void *host, size_t nbytes);
+/* count elements of dt from src to dst, both in dev's memory (queued on
+ * a device). */
+mf_status mfi_device_memcpy(mf_device_type dev, mf_dtype dt, void *dst, const void *src, int64_t count);
 /* A host buffer for staging: pinned once CUDA runs, else malloc. */
 void *mfi_host_buffer(size_t nbytes, bool *pinned);
 void mfi_host_buffer_free(void *p, bool pinned);

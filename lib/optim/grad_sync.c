@@ -35,8 +35,9 @@ typedef struct bucket {
     int *params;         /* optimizer indices, in packing order */
     int64_t *off;        /* element offset of each */
     int64_t numel;
-    void *buf;           /* host memory: pinned when the gradients are on a GPU */
+    void *buf;           /* host memory: pinned when the gradients are on a GPU ... */
     bool pinned;
+    bool on_dev;         /* ... or GPU memory, handed to a CUDA-aware MPI */
     mfi_request *req;
     /* ZeRO-1 buckets: the buffer is laid out rank by rank (each rank's
      * rows of every parameter), reduce-scattered into shard */
@@ -96,7 +97,8 @@ void mfi_grad_buckets_free(mfi_grad_buckets *gb)
         mfi_wait(gb->b[k].req);   /* its buffer goes next */
         free(gb->b[k].params);
         free(gb->b[k].off);
-        mfi_host_buffer_free(gb->b[k].buf, gb->b[k].pinned);
+        if (gb->b[k].on_dev) mfi_free_on(MF_DEV_CUDA, gb->b[k].buf, (size_t)gb->b[k].numel * mf_dtype_size(gb->b[k].dt) + 1);
+        else mfi_host_buffer_free(gb->b[k].buf, gb->b[k].pinned);
         free(gb->b[k].counts);
         free(gb->b[k].pos);
         free(gb->b[k].shard);
@@ -193,7 +195,13 @@ static mf_status build(mf_optim *o, mfi_grad_buckets **out)
         b->numel += numel;
     }
     for (int k = 0; st == MF_OK && k < gb->nb; k++) {
-        gb->b[k].buf = mfi_host_buffer((size_t)gb->b[k].numel * mf_dtype_size(gb->b[k].dt) + 1, &gb->b[k].pinned);
+        bucket *b = &gb->b[k];
+        size_t bytes = (size_t)b->numel * mf_dtype_size(b->dt) + 1;
+        /* GPU gradients stay on the GPU when MPI takes GPU buffers (its own
+         * algorithm then sums them: ours add on the host) */
+        b->on_dev = !b->zero && !mfi_coll_deterministic() && mfi_coll_cuda_aware() && b->np > 0 &&
+                    mf_tensor_device(o->params[b->params[0]].p->global->local) == MF_DEV_CUDA;
+        b->buf = b->on_dev ? mfi_alloc_on(MF_DEV_CUDA, bytes) : mfi_host_buffer(bytes, &b->pinned);
         if (!gb->b[k].buf) st = mfi_error(MF_ERR_NOMEM, "gradient buckets: out of memory");
         if (st == MF_OK && gb->b[k].zero) st = zero_layout(o, &gb->b[k]);
     }
@@ -217,6 +225,16 @@ static mf_status pack(mfi_grad_buckets *gb, int i)
     int slot = gb->slot_of[i];
     char *dst = (char *)b->buf + (size_t)b->off[slot] * es;
     int64_t numel = mf_tensor_numel(l);
+    if (!l->grad && b->on_dev) {
+        mfi_view z;
+        memset(&z, 0, sizeof z);
+        z.data = dst;
+        z.dtype = b->dt;
+        z.ndim = 1;
+        z.shape[0] = numel;
+        z.stride[0] = 1;
+        return mfi_backend_for(MF_DEV_CUDA)->fill(&z, 0.0);
+    }
     if (!l->grad) {
         if (!b->zero) memset(dst, 0, (size_t)numel * es);
         for (int q = 0; b->zero && q < b->n; q++) {
@@ -233,7 +251,8 @@ static mf_status pack(mfi_grad_buckets *gb, int i)
                        : mfi_error(MF_ERR_INTERNAL, "gradient of '%s' does not match its parameter", gb->o->params[i].name);
     /* from a GPU: on its communication stream, while backward goes on */
     mf_device_type dev = mf_tensor_device(g);
-    if (st == MF_OK && !b->zero) st = mfi_stage_out(dev, dst, mf_tensor_data(g), (size_t)numel * es);
+    if (st == MF_OK && b->on_dev) st = mfi_device_memcpy(dev, b->dt, dst, mf_tensor_data(g), numel);
+    else if (st == MF_OK && !b->zero) st = mfi_stage_out(dev, dst, mf_tensor_data(g), (size_t)numel * es);
     for (int q = 0; st == MF_OK && b->zero && q < b->n; q++) {   /* rank q's rows, in rank q's part */
         int64_t r0, rows;
         zero_rows(p, b, q, &r0, &rows);
@@ -247,12 +266,20 @@ static mf_status pack(mfi_grad_buckets *gb, int i)
 /* starts bucket b's sum: an allreduce, or for ZeRO a reduce-scatter */
 static mf_status start_one(bucket *b)
 {
+    if (b->on_dev) {   /* MPI reads the buffer outside the stream's order: the packing must be done */
+        MF_TRY(mf_synchronize());
+        return mfi_iallreduce(b->comm, b->buf, b->numel, b->dt, MF_COLL_MPI, &b->req);
+    }
     if (b->zero) return mfi_ireduce_scatter(b->comm, b->buf, b->shard, b->counts, b->dt, &b->req);
     return mfi_iallreduce(b->comm, b->buf, b->numel, b->dt, MF_COLL_AUTO, &b->req);
 }
 
 static mf_status sum_blocking(bucket *b)
 {
+    if (b->on_dev) {
+        MF_TRY(mf_synchronize());
+        return mfi_allreduce_algo(b->comm, b->buf, b->buf, b->numel, b->dt, MF_COLL_MPI);
+    }
     if (b->zero) return mfi_reduce_scatter(b->comm, b->buf, b->shard, b->counts, b->dt);
     return mfi_allreduce(b->comm, b->buf, b->buf, b->numel, b->dt);
 }
@@ -326,8 +353,10 @@ static mf_status unpack(mfi_grad_buckets *gb, int k)
         /* a fresh tensor: the old gradient's storage may be shared */
         mf_tensor *g = mfi_tensor_new_on(mf_tensor_device(l), b->dt, l->ndim, l->shape);
         if (!g) return mf_last_status();
-        mf_status st = mfi_stage_in(mf_tensor_device(l), mf_tensor_data(g), (char *)b->buf + (size_t)b->off[s] * es,
-                                    (size_t)mf_tensor_numel(g) * es);
+        mf_status st = b->on_dev ? mfi_device_memcpy(MF_DEV_CUDA, b->dt, mf_tensor_data(g),
+                                                      (char *)b->buf + (size_t)b->off[s] * es, mf_tensor_numel(g))
+                                 : mfi_stage_in(mf_tensor_device(l), mf_tensor_data(g),
+                                                (char *)b->buf + (size_t)b->off[s] * es, (size_t)mf_tensor_numel(g) * es);
         if (st == MF_OK) st = mf_tensor_set_grad(l, g);
         mf_tensor_destroy(g);
         MF_TRY(st);
