@@ -19,6 +19,6 @@ if HAVE_CUDA
 noinst_PROGRAMS += bench/bench_cuda
 bench_bench_cuda_SOURCES = bench/bench_cuda.c
 bench_bench_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-bench_bench_cuda_LDADD = libmpiflow.la $(CUDA_LIBS)
+bench_bench_cuda_LDADD = libmpiflow.la $(CUDA_PROG_LIBS)
 endif
 EXTRA_DIST += bench/bench_cuda.c bench/run_cuda.sh

@@ -28,7 +28,7 @@ mf_status mfc_fail(const char *what, cudaError_t e)
 mf_status mfc_blas_fail(const char *what, cublasStatus_t s)
 {
     return mfi_error(MF_ERR_BACKEND, "cuda: %s failed: cuBLAS status %d (%s)", what, (int)s,
-                     cublasGetStatusString(s));
+                     mfc_cublas.status_string ? mfc_cublas.status_string(s) : "?");
 }
 
 static int cuda_device_count(void)
@@ -57,7 +57,7 @@ static void cuda_shutdown(void)
     cudaDeviceSynchronize();
     if (bad_flag) cudaFree(bad_flag);
     bad_flag = NULL;
-    if (mfc_blas) cublasDestroy(mfc_blas);
+    if (mfc_blas) mfc_cublas.destroy(mfc_blas);
     mfc_blas = NULL;
     if (mfc_stream) cudaStreamDestroy(mfc_stream);
     if (mfc_comm_stream) cudaStreamDestroy(mfc_comm_stream);
@@ -83,11 +83,12 @@ static mf_status cuda_select(int local_rank, int local_size, char *desc, size_t 
     MFC_CALL("cudaSetDevice", cudaSetDevice(d));
     MFC_CALL("cudaStreamCreate", cudaStreamCreateWithFlags(&mfc_stream, cudaStreamNonBlocking));
     MFC_CALL("cudaStreamCreate", cudaStreamCreateWithFlags(&mfc_comm_stream, cudaStreamNonBlocking));
-    cublasStatus_t bs = cublasCreate(&mfc_blas);
+    MF_TRY(mfc_blas_open());
+    cublasStatus_t bs = mfc_cublas.create(&mfc_blas);
     if (bs != CUBLAS_STATUS_SUCCESS) return mfc_blas_fail("cublasCreate", bs);
-    cublasSetStream(mfc_blas, mfc_stream);
+    mfc_cublas.set_stream(mfc_blas, mfc_stream);
     /* FP32 stays FP32: no TF32 unless asked for, as PyTorch's default */
-    cublasSetMathMode(mfc_blas, CUBLAS_DEFAULT_MATH);
+    mfc_cublas.set_math_mode(mfc_blas, CUBLAS_DEFAULT_MATH);
     MFC_CALL("cudaMalloc", cudaMalloc((void **)&bad_flag, sizeof *bad_flag));
     dev_id = d;
     cudaDeviceProp prop;

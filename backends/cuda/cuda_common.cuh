@@ -23,6 +23,27 @@ extern "C" {
 #include "lib/error.h"
 }
 
+/* ---- cuBLAS, loaded at run time (cuda_blas.cu) */
+#define MFC_STR_(x) #x
+#define MFC_STR(x) MFC_STR_(x)
+#define MFC_CUBLAS_MAJOR MFC_STR(CUBLAS_VER_MAJOR)
+typedef struct mfc_blas_api {
+    decltype(&cublasCreate_v2) create;
+    decltype(&cublasDestroy_v2) destroy;
+    decltype(&cublasSetStream_v2) set_stream;
+    decltype(&cublasSetMathMode) set_math_mode;
+    decltype(&cublasSgemmStridedBatched) sgemm_sb;
+    decltype(&cublasDgemmStridedBatched) dgemm_sb;
+    cublasStatus_t (*gemm_sb_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                                 const void *, cudaDataType, int, long long, const void *, cudaDataType, int, long long,
+                                 const void *, void *, cudaDataType, int, long long, int, cublasComputeType_t,
+                                 cublasGemmAlgo_t);
+    decltype(&cublasGetStatusString) status_string;
+} mfc_blas_api;
+extern mfc_blas_api mfc_cublas;
+/* Opens libcublas (once); fails naming what is missing. */
+mf_status mfc_blas_open(void);
+
 /* ---- this rank's device (cuda_backend.cu) */
 extern cudaStream_t mfc_stream;        /* compute */
 extern cudaStream_t mfc_comm_stream;   /* communication staging */

@@ -46,7 +46,7 @@ static mf_status gemm_bf16(const mfi_gemm *g, cublasOperation_t opa, cublasOpera
     float alpha = (float)g->alpha, beta = (float)g->beta;
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     if (e == cudaSuccess)
-        s = cublasGemmStridedBatchedEx(mfc_blas, opb, opa, (int)g->n, (int)g->m, (int)g->k, &alpha, hb, CUDA_R_16BF,
+        s = mfc_cublas.gemm_sb_ex(mfc_blas, opb, opa, (int)g->n, (int)g->m, (int)g->k, &alpha, hb, CUDA_R_16BF,
                                        (int)g->ldb, g->stride_b, ha, CUDA_R_16BF, (int)g->lda, g->stride_a, &beta, g->c,
                                        CUDA_R_32F, (int)g->ldc, g->stride_c, (int)g->batch, CUBLAS_COMPUTE_32F,
                                        CUBLAS_GEMM_DEFAULT);
@@ -68,12 +68,12 @@ extern "C" mf_status mfc_gemm(const mfi_gemm *g)
     if (g->dtype == MF_F32 && g->bf16) return gemm_bf16(g, opa, opb);
     if (g->dtype == MF_F32) {
         float alpha = (float)g->alpha, beta = (float)g->beta;
-        s = cublasSgemmStridedBatched(mfc_blas, opb, opa, (int)g->n, (int)g->m, (int)g->k, &alpha,
+        s = mfc_cublas.sgemm_sb(mfc_blas, opb, opa, (int)g->n, (int)g->m, (int)g->k, &alpha,
                                       (const float *)g->b, (int)g->ldb, g->stride_b, (const float *)g->a, (int)g->lda,
                                       g->stride_a, &beta, (float *)g->c, (int)g->ldc, g->stride_c, (int)g->batch);
     } else if (g->dtype == MF_F64) {
         double alpha = g->alpha, beta = g->beta;
-        s = cublasDgemmStridedBatched(mfc_blas, opb, opa, (int)g->n, (int)g->m, (int)g->k, &alpha,
+        s = mfc_cublas.dgemm_sb(mfc_blas, opb, opa, (int)g->n, (int)g->m, (int)g->k, &alpha,
                                       (const double *)g->b, (int)g->ldb, g->stride_b, (const double *)g->a,
                                       (int)g->lda, g->stride_a, &beta, (double *)g->c, (int)g->ldc, g->stride_c,
                                       (int)g->batch);
