@@ -149,28 +149,45 @@ void mfi_device_shutdown(void)
 }
 
 /* ------------------------------------------------- copies between devices */
-mf_status mfi_device_download(mf_device_type dev, void *host, const void *src, size_t nbytes)
+/* n bytes between host memory and dev's: blocking after the queued
+ * kernels, or (staged) on the communication stream. */
+static mf_status raw_copy(mf_device_type dev, bool to_host, bool staged, void *dst, const void *src, size_t n)
 {
-    if (nbytes == 0) return MF_OK;
+    if (n == 0) return MF_OK;
     if (dev == MF_DEV_CPU) {
-        memcpy(host, src, nbytes);
+        memcpy(dst, src, n);
         return MF_OK;
     }
     const mfi_backend *be = mfi_backend_for(dev);
     if (!be) return mf_last_status();
-    return be->to_host(host, src, nbytes);
+    if (staged) return to_host ? be->comm_download(dst, src, n) : be->comm_upload(dst, src, n);
+    return to_host ? be->to_host(dst, src, n) : be->from_host(dst, src, n);
+}
+
+mf_status mfi_device_download(mf_device_type dev, void *host, const void *src, size_t nbytes)
+{
+    return raw_copy(dev, true, false, host, src, nbytes);
 }
 
 mf_status mfi_device_upload(mf_device_type dev, void *dst, const void *host, size_t nbytes)
 {
-    if (nbytes == 0) return MF_OK;
-    if (dev == MF_DEV_CPU) {
-        memcpy(dst, host, nbytes);
-        return MF_OK;
-    }
-    const mfi_backend *be = mfi_backend_for(dev);
-    if (!be) return mf_last_status();
-    return be->from_host(dst, host, nbytes);
+    return raw_copy(dev, false, false, dst, host, nbytes);
+}
+
+mf_status mfi_stage_out(mf_device_type dev, void *host, const void *src, size_t nbytes)
+{
+    return raw_copy(dev, true, true, host, src, nbytes);
+}
+
+mf_status mfi_stage_in(mf_device_type dev, void *dst, const void *host, size_t nbytes)
+{
+    return raw_copy(dev, false, true, dst, host, nbytes);
+}
+
+/* One transfer from sd's memory to dd's, one of them the host. */
+static mf_status transfer(mf_device_type sd, mf_device_type dd, void *dst, const void *src, size_t n)
+{
+    return sd == MF_DEV_CPU ? mfi_device_upload(dd, dst, src, n) : mfi_device_download(sd, dst, src, n);
 }
 
 mf_status mfi_copy_across(mf_tensor *dst, const mf_tensor *src)
@@ -193,8 +210,7 @@ mf_status mfi_copy_across(mf_tensor *dst, const mf_tensor *src)
     MFI_KERNEL(st, MF_PROF_OTHER, mfi_backend_of(a), copy, &av, &sv);
     size_t nbytes = mf_tensor_nbytes(a);
     if (st == MF_OK && mf_tensor_is_contiguous(dst)) {
-        st = sd == MF_DEV_CPU ? mfi_device_upload(dd, mf_tensor_data(dst), mf_tensor_data(a), nbytes)
-                              : mfi_device_download(sd, mf_tensor_data(dst), mf_tensor_data(a), nbytes);
+        st = transfer(sd, dd, mf_tensor_data(dst), mf_tensor_data(a), nbytes);
         mf_tensor_destroy(a);
         return st;
     }
@@ -205,8 +221,7 @@ mf_status mfi_copy_across(mf_tensor *dst, const mf_tensor *src)
         if (!b) st = mf_last_status();
     }
     if (st == MF_OK)
-        st = sd == MF_DEV_CPU ? mfi_device_upload(dd, mf_tensor_data(b), mf_tensor_data(a), nbytes)
-                              : mfi_device_download(sd, mf_tensor_data(b), mf_tensor_data(a), nbytes);
+        st = transfer(sd, dd, mf_tensor_data(b), mf_tensor_data(a), nbytes);
     if (st == MF_OK) {
         mfi_view o = mfi_view_of(dst), i = mfi_view_of(b);
         MFI_KERNEL(st, MF_PROF_OTHER, mfi_backend_of(dst), copy, &o, &i);
@@ -217,30 +232,6 @@ mf_status mfi_copy_across(mf_tensor *dst, const mf_tensor *src)
 }
 
 /* ------------------------------------------- staging for communication */
-mf_status mfi_stage_out(mf_device_type dev, void *host, const void *src, size_t nbytes)
-{
-    if (nbytes == 0) return MF_OK;
-    if (dev == MF_DEV_CPU) {
-        memcpy(host, src, nbytes);
-        return MF_OK;
-    }
-    const mfi_backend *be = mfi_backend_for(dev);
-    if (!be) return mf_last_status();
-    return be->comm_download(host, src, nbytes);
-}
-
-mf_status mfi_stage_in(mf_device_type dev, void *dst, const void *host, size_t nbytes)
-{
-    if (nbytes == 0) return MF_OK;
-    if (dev == MF_DEV_CPU) {
-        memcpy(dst, host, nbytes);
-        return MF_OK;
-    }
-    const mfi_backend *be = mfi_backend_for(dev);
-    if (!be) return mf_last_status();
-    return be->comm_upload(dst, host, nbytes);
-}
-
 void *mfi_host_buffer(size_t nbytes, bool *pinned)
 {
     *pinned = false;

@@ -5,7 +5,8 @@
  * (seed, key, index): the 64-bit seed is the Philox key, the counter is
  * (index / 4, key), and the value takes word index % 4. So element i of
  * a tensor is the same whichever rank computes it and in whatever order.
- * Header-only so that every backend can use the same mapping.
+ * Header-only so that every backend can use the same mapping: nvcc
+ * compiles these functions for the GPU too (MFI_HD).
  */
 #ifndef MPIFLOW_LIB_RNG_H
 #define MPIFLOW_LIB_RNG_H
@@ -14,7 +15,13 @@
 #include <stdint.h>
 #include <Random123/philox.h>
 
-static inline void mfi_philox4(uint64_t seed, uint64_t key, uint64_t block, uint32_t out[4])
+#ifdef __CUDACC__
+#define MFI_HD __host__ __device__
+#else
+#define MFI_HD
+#endif
+
+static inline MFI_HD void mfi_philox4(uint64_t seed, uint64_t key, uint64_t block, uint32_t out[4])
 {
     philox4x32_ctr_t c = {{(uint32_t)block, (uint32_t)(block >> 32), (uint32_t)key, (uint32_t)(key >> 32)}};
     philox4x32_key_t k = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
@@ -26,7 +33,7 @@ static inline void mfi_philox4(uint64_t seed, uint64_t key, uint64_t block, uint
 }
 
 /* 32 random bits for element `index`. */
-static inline uint32_t mfi_philox_u32(uint64_t seed, uint64_t key, uint64_t index)
+static inline MFI_HD uint32_t mfi_philox_u32(uint64_t seed, uint64_t key, uint64_t index)
 {
     uint32_t w[4];
     mfi_philox4(seed, key, index >> 2, w);
@@ -34,11 +41,11 @@ static inline uint32_t mfi_philox_u32(uint64_t seed, uint64_t key, uint64_t inde
 }
 
 /* [0, 1) with 24 bits, exact in float and double alike. */
-static inline double mfi_u01(uint32_t u) { return (double)(u >> 8) * (1.0 / 16777216.0); }
+static inline MFI_HD double mfi_u01(uint32_t u) { return (double)(u >> 8) * (1.0 / 16777216.0); }
 
 /* Standard normal for element `index` by Box-Muller on the word pair
  * (2*(index%2), 2*(index%2)+1) of block index/2. */
-static inline double mfi_philox_normal(uint64_t seed, uint64_t key, uint64_t index)
+static inline MFI_HD double mfi_philox_normal(uint64_t seed, uint64_t key, uint64_t index)
 {
     uint32_t w[4];
     mfi_philox4(seed, key, index >> 1, w);

@@ -2,13 +2,13 @@
  * backends/cuda/cuda_copy.cu - fill, strided copy with casting, Philox
  * random fills and the dropout mask on the GPU.
  *
- * The random values are those of the CPU backend, element for element
- * (lib/rng.h): element i takes word i%4 of philox4x32-10 at counter
- * (i/4, key) under the key (seed), and the same 24-bit uniform and
- * Box-Muller normal are derived from it.
+ * The random values are those of the CPU backend, element for element:
+ * both use lib/rng.h's mapping (element i takes word i%4 of
+ * philox4x32-10 at counter (i/4, key) under the key (seed)), compiled
+ * for the GPU here.
  */
-#include <Random123/philox.h>
 #include "backends/cuda/cuda_common.cuh"
+#include "lib/rng.h"
 
 /* ------------------------------------------------------------------ fill */
 template <typename T>
@@ -73,43 +73,14 @@ extern "C" mf_status mfc_copy(mfi_cv *out, mfi_cv *in)
 }
 
 /* ---------------------------------------------------------------- random */
-__device__ static inline void philox4(uint64_t seed, uint64_t key, uint64_t block, uint32_t out[4])
-{
-    philox4x32_ctr_t c = {{(uint32_t)block, (uint32_t)(block >> 32), (uint32_t)key, (uint32_t)(key >> 32)}};
-    philox4x32_key_t k = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
-    philox4x32_ctr_t r = philox4x32(c, k);
-    out[0] = r.v[0];
-    out[1] = r.v[1];
-    out[2] = r.v[2];
-    out[3] = r.v[3];
-}
-
-__device__ static inline uint32_t philox_u32(uint64_t seed, uint64_t key, uint64_t index)
-{
-    uint32_t w[4];
-    philox4(seed, key, index >> 2, w);
-    return w[index & 3];
-}
-
-__device__ static inline double u01(uint32_t u) { return (double)(u >> 8) * (1.0 / 16777216.0); }
-
-__device__ static inline double philox_normal(uint64_t seed, uint64_t key, uint64_t index)
-{
-    uint32_t w[4];
-    philox4(seed, key, index >> 1, w);
-    int j = (int)(index & 1) * 2;
-    double u1 = ((double)(w[j] >> 8) + 1.0) * (1.0 / 16777216.0);
-    double u2 = u01(w[j + 1]);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 template <typename T>
 __global__ void k_philox(int64_t n, T *o, bool uniform, double a, double b, uint64_t seed, uint64_t key,
                          uint64_t index0)
 {
     MFC_FOR(i, n) {
         uint64_t idx = index0 + (uint64_t)i;
-        double v = uniform ? a + (b - a) * u01(philox_u32(seed, key, idx)) : a + b * philox_normal(seed, key, idx);
+        double v = uniform ? a + (b - a) * mfi_u01(mfi_philox_u32(seed, key, idx))
+                           : a + b * mfi_philox_normal(seed, key, idx);
         o[i] = (T)v;
     }
 }
@@ -131,7 +102,7 @@ __global__ void k_dropout(int64_t n, T *o, T *m, const T *x, double p, T scale, 
                           uint64_t index0)
 {
     MFC_FOR(i, n) {
-        T keep = u01(philox_u32(seed, key, index0 + (uint64_t)i)) >= p ? scale : (T)0;
+        T keep = mfi_u01(mfi_philox_u32(seed, key, index0 + (uint64_t)i)) >= p ? scale : (T)0;
         m[i] = keep;
         o[i] = x[i] * keep;
     }
