@@ -100,13 +100,17 @@ mf_placement *mf_placement_create(int n, const int *ranks, int nd, const int *me
         mfi_error(MF_ERR_ARG, "%s: unknown device type %d", what, (int)dev);
         return NULL;
     }
-    /* a member drives its device: it must have one (one rank per GPU) */
-    bool member = false;
-    for (int i = 0; i < n; i++) member |= ranks[i] == mfi_comm_rank_in(mfi_comm_world());
-    if (dev != MF_DEV_CPU && member && !mfi_backend_for(dev)) {
-        mfi_error_context("%s: a %s placement on rank %d", what, mf_device_name(dev),
-                          mfi_comm_rank_in(mfi_comm_world()));
-        return NULL;
+    /* a member drives its device: it must have one (one rank per GPU).
+     * Agreed, so that no rank goes on into the communicator splits below
+     * while another has failed. */
+    if (dev != MF_DEV_CPU) {
+        bool member = false;
+        for (int i = 0; i < n; i++) member |= ranks[i] == mfi_comm_rank_in(mfi_comm_world());
+        mf_status local = MF_OK;
+        if (member && !mfi_backend_for(dev))
+            local = mfi_error_context("%s: a %s placement on rank %d", what, mf_device_name(dev),
+                                      mfi_comm_rank_in(mfi_comm_world()));
+        if (mf_agree(local) != MF_OK) return NULL;
     }
     for (int i = 0; i < nregistry; i++)
         if (same_layout(registry[i], n, ranks, nd, mesh, dev)) return mf_placement_retain(registry[i]);
