@@ -61,7 +61,10 @@ mf_status mfi_comm_split(mf_comm *parent, int color, int key, mf_comm **out)
     *out = NULL;
     if (!parent || parent->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "mfi_comm_split: no parent communicator");
     MPI_Comm nc = MPI_COMM_NULL;
-    MFI_MPI_TRY(MPI_Comm_split(parent->comm, color < 0 ? MPI_UNDEFINED : color, key, &nc));
+    int tok = mfi_ledger_enter(parent, "communicator split");
+    int rc = MPI_Comm_split(parent->comm, color < 0 ? MPI_UNDEFINED : color, key, &nc);
+    mfi_ledger_leave(tok);
+    if (rc != MPI_SUCCESS) return mfi_mpi_fail(rc, "MPI_Comm_split");
     if (nc == MPI_COMM_NULL) return MF_OK;
     mf_comm *c = calloc(1, sizeof *c);
     if (!c) {
@@ -158,7 +161,10 @@ mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root)
 }
 
 struct mfi_xreq {
-    int n;
+    mf_comm *c;
+    int n, npeers;
+    int *peers;          /* the ranks it exchanges with, for the watchdog */
+    char what[192];      /* the ledger context at the start */
     MPI_Request req[];
 };
 
@@ -167,9 +173,13 @@ mf_status mfi_exchange_start(mf_comm *c, const mfi_p2p *sends, int nsend, const 
 {
     *out = NULL;
     MF_TRY(check_comm("exchange", c, dt));
-    mfi_xreq *x = malloc(sizeof *x + (size_t)(nsend + nrecv + 1) * sizeof(MPI_Request));
+    int cap = nsend + nrecv + 1;
+    mfi_xreq *x = malloc(sizeof *x + (size_t)cap * sizeof(MPI_Request) + (size_t)cap * sizeof(int));
     if (!x) MF_FAIL(MF_ERR_NOMEM, "exchange: out of memory");
-    x->n = 0;
+    x->c = c;
+    x->n = x->npeers = 0;
+    x->peers = (int *)(x->req + cap);
+    mfi_ledger_context_copy(x->what, sizeof x->what);
     int rc = MPI_SUCCESS;
     mf_status st = MF_OK;
     for (int i = 0; i < nrecv && st == MF_OK; i++) {
@@ -177,12 +187,14 @@ mf_status mfi_exchange_start(mf_comm *c, const mfi_p2p *sends, int nsend, const 
         st = to_int("exchange", recvs[i].count, &n);
         if (st == MF_OK) rc = MPI_Irecv(recvs[i].buf, n, mfi_mpi_type(dt), recvs[i].peer, tag, c->comm, &x->req[x->n++]);
         if (rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Irecv");
+        x->peers[x->npeers++] = recvs[i].peer;
     }
     for (int i = 0; i < nsend && st == MF_OK; i++) {
         int n = 0;
         st = to_int("exchange", sends[i].count, &n);
         if (st == MF_OK) rc = MPI_Isend(sends[i].buf, n, mfi_mpi_type(dt), sends[i].peer, tag, c->comm, &x->req[x->n++]);
         if (rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Isend");
+        x->peers[x->npeers++] = sends[i].peer;
     }
     if (st != MF_OK) {   /* what was posted still completes: the peers post their halves */
         mfi_exchange_wait(x);
@@ -196,7 +208,13 @@ mf_status mfi_exchange_wait(mfi_xreq *x)
 {
     if (!x) return MF_OK;
     MPI_Status *sts = malloc(((size_t)x->n + 1) * sizeof *sts);
+    char saved[192];
+    mfi_ledger_context_copy(saved, sizeof saved);
+    mfi_ledger_context(x->what);
+    int tok = mfi_ledger_enter_p2p(x->c, "point-to-point", x->peers, x->npeers);
     int rc = MPI_Waitall(x->n, x->req, sts ? sts : MPI_STATUSES_IGNORE);
+    mfi_ledger_leave(tok);
+    mfi_ledger_context(saved);
     free(sts);
     free(x);
     return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Waitall");

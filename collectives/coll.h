@@ -15,6 +15,7 @@
 #ifndef MPIFLOW_COLLECTIVES_COLL_H
 #define MPIFLOW_COLLECTIVES_COLL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "mpiflow/status.h"
 #include "mpiflow/coll.h"
@@ -71,14 +72,22 @@ mf_status mfi_coll_check_env(void);
 /* Finishes queued requests and stops the progress thread (mf_finalize). */
 void mfi_request_shutdown(void);
 
-/* ---- the watchdog's ledger (watchdog.c; MF_TIMEOUT). enter/leave
- * bracket each blocking collective on the main thread: enter counts it on
- * c and returns a token for leave (0: not recorded). context names what
- * the next collectives move (boxing sets it; "" clears it). */
+/* ---- the watchdog's ledger (ledger.c, ledger.h; MF_TIMEOUT). enter and
+ * leave bracket every wait on other ranks, on any thread: enter records
+ * the collective op on c (numbered there) and returns a token for leave
+ * (0: not recorded). enter_p2p records a point-to-point wait on the
+ * given ranks of c. A wait inside another is the outer one's. context
+ * names, for this thread, what the next waits move ("boxing 'w' f32 [4,8]
+ * S(0) -> B", "gradient bucket 2 of 3"; "" clears it); a non-blocking
+ * request takes its caller's context along to the progress thread. */
 int mfi_ledger_enter(mf_comm *c, const char *op);
+int mfi_ledger_enter_p2p(mf_comm *c, const char *op, const int *peers, int npeers);
 void mfi_ledger_leave(int token);
 void mfi_ledger_context(const char *text);
+void mfi_ledger_context_copy(char *buf, size_t size);
 bool mfi_ledger_on(void);   /* MF_TIMEOUT is set: worth describing what moves */
+/* A thread that recorded waits ends (the progress thread): its slot goes. */
+void mfi_ledger_thread_done(void);
 /* Starts the watchdog thread when MF_TIMEOUT is set (collective, at
  * mf_init); MF_ERR_ARG for a bad value or an MPI without
  * MPI_THREAD_MULTIPLE. stop ends it (mf_finalize). */

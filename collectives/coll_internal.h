@@ -18,6 +18,9 @@ struct mf_comm {
     struct mf_comm *twin;   /* duplicate for non-blocking requests (request.c); lazily */
     void *scratch;       /* the algorithms' temporary buffer (mfi_comm_scratch) */
     size_t scratch_bytes;
+    bool is_twin;        /* the progress thread's duplicate of another */
+    char *ledger_name;   /* "ranks 0-3" for the watchdog's ledger (ledger.c); lazily */
+    int *world_ranks;    /* [size]: each member's world rank; lazily, with ledger_name */
 };
 
 /* A buffer of at least bytes owned by c, kept between calls so that

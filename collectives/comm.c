@@ -20,8 +20,8 @@ static int tnode_id, tnode_count = 1, tnode_rank, tnode_size = 1, emulated, from
 
 static char bind_note[128] = "not bound";
 static MPI_Comm pipe_mpi = MPI_COMM_NULL;   /* pipeline transfers (mfi_comm_pipe) */
-static mf_comm pipe_comm = {MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
-static mf_comm world_comm = {MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
+static mf_comm pipe_comm = {.comm = MPI_COMM_NULL, .size = 1};
+static mf_comm world_comm = {.comm = MPI_COMM_NULL, .size = 1};
 
 mf_status mfi_mpi_fail(int rc, const char *what)
 {
@@ -118,10 +118,10 @@ mf_status mfi_comm_world_setup(void)
     MPI_TRY(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN));
     MPI_TRY(MPI_Comm_rank(node, &node_rank));
     MPI_TRY(MPI_Comm_size(node, &node_size));
-    world_comm = (mf_comm){world, world_rank, world_size, false, NULL, NULL, NULL, 0};
+    world_comm = (mf_comm){.comm = world, .rank = world_rank, .size = world_size};
     MPI_TRY(MPI_Comm_dup(world, &pipe_mpi));
     MPI_TRY(MPI_Comm_set_errhandler(pipe_mpi, MPI_ERRORS_RETURN));
-    pipe_comm = (mf_comm){pipe_mpi, world_rank, world_size, false, NULL, NULL, NULL, 0};
+    pipe_comm = (mf_comm){.comm = pipe_mpi, .rank = world_rank, .size = world_size};
     mfi_topo_bind(node_rank, node_size, bind_note, sizeof bind_note);
     return topology_setup();
 }
@@ -141,7 +141,10 @@ mf_status mfi_comm_world_handle(void *out, size_t size)
 
 void mfi_comm_barrier(void)
 {
-    if (world != MPI_COMM_NULL) MPI_Barrier(world);
+    if (world == MPI_COMM_NULL) return;
+    int tok = mfi_ledger_enter(&world_comm, "barrier");
+    MPI_Barrier(world);
+    mfi_ledger_leave(tok);
 }
 
 void mfi_comm_world_teardown(void)
@@ -149,11 +152,12 @@ void mfi_comm_world_teardown(void)
     mfi_request_shutdown();
     mfi_watchdog_stop();
     mfi_comm_extras_free(&world_comm);
+    mfi_comm_extras_free(&pipe_comm);
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     if (pipe_mpi != MPI_COMM_NULL) MPI_Comm_free(&pipe_mpi);
-    pipe_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
+    pipe_comm = (mf_comm){.comm = MPI_COMM_NULL, .size = 1};
     if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
-    world_comm = (mf_comm){MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
+    world_comm = (mf_comm){.comm = MPI_COMM_NULL, .size = 1};
     world_rank = node_rank = tnode_id = tnode_rank = emulated = from_slurm = 0;
     world_size = node_size = tnode_count = tnode_size = 1;
 }
@@ -168,22 +172,33 @@ int mfi_comm_node_emulated(void) { return emulated; }
 int mfi_comm_node_from_slurm(void) { return from_slurm; }
 int mfi_comm_shared_size(void) { return node_size; }
 
+/* *lowest: the lowest failing rank (INT_MAX: none), whose status and
+ * message m gets; returns MPI's code */
+typedef struct verdict { int status; char text[1536]; } verdict;
+
+static int agree_on(mf_status local, const char *msg, int *lowest, verdict *m)
+{
+    int mine = local != MF_OK ? world_rank : INT_MAX;
+    int rc = MPI_Allreduce(&mine, lowest, 1, MPI_INT, MPI_MIN, world);
+    if (rc != MPI_SUCCESS || *lowest == INT_MAX) return rc;
+    memset(m, 0, sizeof *m);
+    if (world_rank == *lowest) {
+        m->status = (int)local;
+        snprintf(m->text, sizeof m->text, "%s", msg ? msg : "");
+    }
+    return MPI_Bcast(m, (int)sizeof *m, MPI_BYTE, *lowest, world);
+}
+
 mf_status mfi_comm_agree(mf_status local, const char *msg)
 {
     if (world == MPI_COMM_NULL) return local;
-    int mine = local != MF_OK ? world_rank : INT_MAX, lowest = INT_MAX;
+    verdict m;
+    int lowest = INT_MAX;
     int tok = mfi_ledger_enter(&world_comm, "agreement");
-    int arc = MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, world);
+    int rc = agree_on(local, msg, &lowest, &m);
     mfi_ledger_leave(tok);
-    MPI_TRY(arc);
+    MPI_TRY(rc);
     if (lowest == INT_MAX) return MF_OK;
-    struct { int status; char text[1536]; } m;
-    memset(&m, 0, sizeof m);
-    if (world_rank == lowest) {
-        m.status = (int)local;
-        snprintf(m.text, sizeof m.text, "%s", msg ? msg : "");
-    }
-    MPI_TRY(MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, lowest, world));
     if (local != MF_OK) {
         /* Keep this rank's own message: it is the most specific. */
         return mfi_error(local, "%s", msg ? msg : "");

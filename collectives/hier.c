@@ -49,7 +49,7 @@ void mfi_hier_free(mfi_hier *h)
 
 static mf_status sub_make(MPI_Comm parent, int color, int key, mf_comm *out)
 {
-    *out = (mf_comm){MPI_COMM_NULL, 0, 1, false, NULL, NULL, NULL, 0};
+    *out = (mf_comm){.comm = MPI_COMM_NULL, .size = 1};
     MFI_MPI_TRY(MPI_Comm_split(parent, color, key, &out->comm));
     MFI_MPI_TRY(MPI_Comm_set_errhandler(out->comm, MPI_ERRORS_RETURN));
     MFI_MPI_TRY(MPI_Comm_rank(out->comm, &out->rank));
@@ -171,6 +171,10 @@ void mfi_comm_extras_free(mf_comm *c)
     free(c->scratch);
     c->scratch = NULL;
     c->scratch_bytes = 0;
+    free(c->ledger_name);
+    free(c->world_ranks);
+    c->ledger_name = NULL;
+    c->world_ranks = NULL;
     if (c->twin) {
         c->twin->owned = true;
         mfi_comm_free(c->twin);

@@ -35,6 +35,7 @@ struct mf_request {
     char msg[512];
     bool done;
     double t_start, t_end;   /* when it ran, on mf_time's clock */
+    char label[192];         /* the caller's ledger context (MF_TIMEOUT) */
     struct mf_request *next;
 };
 
@@ -54,12 +55,14 @@ static double now(void)   /* mf_time's clock */
 
 static void run(mfi_request *r)
 {
+    mfi_ledger_context(r->label);   /* what the watchdog names, on this thread */
     r->t_start = now();
     switch (r->op) {
     case MFI_ALLREDUCE: r->status = mfi_allreduce_algo(r->c, r->recv, r->recv, r->count, r->dt, r->algo); break;
     default: r->status = mfi_pieces_algo(r->op, r->c, r->send, r->recv, r->counts, r->dt, r->algo); break;
     }
     r->t_end = now();
+    mfi_ledger_context("");
     if (r->status != MF_OK) snprintf(r->msg, sizeof r->msg, "%s", mf_last_error());
 }
 
@@ -81,6 +84,7 @@ static void *progress(void *arg)
         pthread_cond_broadcast(&finished);
     }
     pthread_mutex_unlock(&lock);
+    mfi_ledger_thread_done();
     return NULL;
 }
 
@@ -100,7 +104,9 @@ static mf_status twin_of(mf_comm *c, mf_comm **out)
     if (!c->twin) {
         mf_comm *t = calloc(1, sizeof *t);
         if (!t) MF_FAIL(MF_ERR_NOMEM, "non-blocking collective: out of memory");
+        int tok = mfi_ledger_enter(c, "communicator duplicate");
         int rc = MPI_Comm_dup(c->comm, &t->comm);
+        mfi_ledger_leave(tok);
         if (rc != MPI_SUCCESS) {
             free(t);
             return mfi_mpi_fail(rc, "MPI_Comm_dup");
@@ -108,6 +114,7 @@ static mf_status twin_of(mf_comm *c, mf_comm **out)
         MPI_Comm_set_errhandler(t->comm, MPI_ERRORS_RETURN);
         t->rank = c->rank;
         t->size = c->size;
+        t->is_twin = true;
         c->twin = t;
     }
     *out = c->twin;
@@ -117,6 +124,7 @@ static mf_status twin_of(mf_comm *c, mf_comm **out)
 static mf_status submit(mfi_request *r, mf_comm *c, mfi_request **out)
 {
     *out = NULL;
+    mfi_ledger_context_copy(r->label, sizeof r->label);
     mf_status st = twin_of(c, &r->c);
     if (st != MF_OK) {
         free(r->counts);

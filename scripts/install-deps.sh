@@ -9,7 +9,7 @@ set -eu
 PKGS="build-essential autoconf automake libtool libtool-bin pkg-config
 mpich libmpich-dev libopenblas-dev libopenblas-openmp-dev libhwloc-dev hwloc
 libhdf5-mpich-dev hdf5-tools check zlib1g-dev librandom123-dev
-dataset-fashion-mnist"
+dataset-fashion-mnist gdb"
 BENCH_PKGS="python3-torch python3-numpy python3-h5py"
 # for tests/slurm.sh, which SKIPs without them: installed when possible
 SLURM_PKGS="slurm-wlm munge"

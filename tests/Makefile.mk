@@ -17,7 +17,7 @@ AM_CFLAGS += $(CHECK_CFLAGS)
 
 SHELL_TESTS = tests/layering.sh tests/app_errors.sh tests/determinism.sh tests/train_mlp.sh \
 	tests/train_lenet.sh tests/install.sh tests/global.sh tests/parallel_parity.sh tests/ckpt.sh tests/ckpt_app.sh tests/coll.sh \
-	tests/dp_sync.sh tests/pipeline.sh tests/slurm.sh tests/watchdog.sh tests/cuda_train.sh
+	tests/dp_sync.sh tests/pipeline.sh tests/slurm.sh tests/watchdog.sh tests/hang.sh tests/cuda_train.sh
 TESTS += $(TEST_SUITES) $(SHELL_TESTS)
 TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(top_srcdir)/tests/mpirun.sh

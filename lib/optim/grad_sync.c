@@ -263,6 +263,19 @@ static mf_status pack(mfi_grad_buckets *gb, int i)
     return st;
 }
 
+/* Names bucket k's collective for the watchdog (MF_TIMEOUT): "gradient
+ * bucket 2 of 3, 1.50 MiB"; what NULL clears it. */
+static void name_bucket(const mfi_grad_buckets *gb, int k, const char *what)
+{
+    if (!mfi_ledger_on()) return;
+    char text[128] = "";
+    const bucket *b = &gb->b[k];
+    if (what)
+        snprintf(text, sizeof text, "%s bucket %d of %d, %.2f MiB", what, k + 1, gb->nb,
+                 (double)b->numel * (double)mf_dtype_size(b->dt) / 1048576.0);
+    mfi_ledger_context(text);
+}
+
 /* starts bucket b's sum: an allreduce, or for ZeRO a reduce-scatter */
 static mf_status start_one(bucket *b)
 {
@@ -288,7 +301,10 @@ static void start_ready(mfi_grad_buckets *gb)
 {
     while (!gb->dirty && gb->next < gb->nb && gb->b[gb->next].nready == gb->b[gb->next].np) {
         bucket *b = &gb->b[gb->next];
-        if (start_one(b) != MF_OK) {
+        name_bucket(gb, gb->next, b->zero ? "ZeRO gradient" : "gradient");
+        mf_status st = start_one(b);
+        name_bucket(gb, gb->next, NULL);
+        if (st != MF_OK) {
             gb->dirty = true;   /* the sync redoes it, blocking, and reports */
             return;
         }
@@ -377,7 +393,9 @@ static mf_status finish(mfi_grad_buckets *gb)
             if (gb->bucket_of[i] >= 0) st = pack(gb, i);
         for (int k = 0; k < gb->nb; k++) {
             bucket *b = &gb->b[k];
+            name_bucket(gb, k, b->zero ? "ZeRO gradient" : "gradient");
             mf_status s = st == MF_OK ? sum_blocking(b) : st;
+            name_bucket(gb, k, NULL);
             if (s == MF_OK) s = unpack(gb, k);
             if (st == MF_OK) st = s;
         }
@@ -513,7 +531,9 @@ mf_status mfi_zero_gather(mf_optim *o)
                    (const char *)mf_tensor_data(p->p->global->local) + (size_t)(p->row0 * p->inner) * es,
                    (size_t)(p->rows * p->inner) * es);
         }
+        name_bucket(gb, k, "ZeRO parameter");
         st = mfi_allgather(b->comm, b->shard, b->buf, b->counts, b->dt);
+        name_bucket(gb, k, NULL);
         for (int s = 0; s < b->np && st == MF_OK; s++) {   /* every rank's rows back into the parameters */
             mfi_opt_param *p = &o->params[b->params[s]];
             mf_tensor *l = p->p->global->local;

@@ -382,6 +382,23 @@ typedef struct run {
     int in_flight, max_in_flight;
 } run;
 
+/* Starts moving t for micro-batch m to or from stage `stage`, named for
+ * the watchdog (MF_TIMEOUT): "pipeline recv of micro-batch 2's
+ * activation from stage 0". */
+static mf_status transfer(mf_tensor *t, const mf_placement *p, const mf_nd_sbp *sbp, mf_transfer **x, bool recv,
+                          const char *what, int m, int stage)
+{
+    if (mfi_ledger_on()) {
+        char text[96];
+        snprintf(text, sizeof text, "pipeline %s of micro-batch %d's %s %s stage %d", recv ? "recv" : "send", m, what,
+                 recv ? "from" : "to", stage);
+        mfi_ledger_context(text);
+    }
+    mf_status st = mfi_transfer_start(t, p, sbp, x);
+    mfi_ledger_context("");
+    return st;
+}
+
 static mf_status finish_transfer(mf_transfer **x)
 {
     if (!*x) return MF_OK;
@@ -407,7 +424,7 @@ static mf_status post_recv_act(run *r, int m)
     mb *b = &r->mbs[m];
     b->ghost = ghost_input(pp, m, r->base, r->x[m]);
     if (!b->ghost) return mf_last_status();
-    return mfi_transfer_start(b->ghost, pp->pl[pp->me], &pp->in_sbp[pp->me], &b->recv_act);
+    return transfer(b->ghost, pp->pl[pp->me], &pp->in_sbp[pp->me], &b->recv_act, true, "activation", m, pp->me - 1);
 }
 
 /* the last stage: the loss (training) or the metric values (eval) */
@@ -482,10 +499,11 @@ static mf_status forward_one(run *r, int m)
     mf_tensor_destroy(out);
     computed(r, "forward", m, t0);
     if (st == MF_OK && s < pp->P - 1) {
-        st = mfi_transfer_start(b->out, pp->pl[s + 1], &pp->in_sbp[s + 1], &b->send_act);
+        st = transfer(b->out, pp->pl[s + 1], &pp->in_sbp[s + 1], &b->send_act, false, "activation", m, s + 1);
         if (st == MF_OK && r->train) {   /* its gradient comes back in the layout it left in */
             mf_tensor *g = meta_on(b->out, pp->pl[s + 1], &pp->in_sbp[s + 1]);
-            st = g ? mfi_transfer_start(g, pp->pl[s], &b->out->global->sbp, &b->recv_grad) : mf_last_status();
+            st = g ? transfer(g, pp->pl[s], &b->out->global->sbp, &b->recv_grad, true, "gradient", m, s + 1)
+                   : mf_last_status();
             mf_tensor_destroy(g);
         }
     }
@@ -540,7 +558,7 @@ static mf_status backward_one(run *r, int m)
     mf_tensor *ga = st == MF_OK && s > 0 ? input_grad(pp, b) : NULL;
     if (st == MF_OK && s > 0 && !ga) st = mf_last_status();
     computed(r, "backward", m, t0);
-    if (ga) st = mfi_transfer_start(ga, pp->pl[s - 1], &b->ghost->global->sbp, &b->send_grad);
+    if (ga) st = transfer(ga, pp->pl[s - 1], &b->ghost->global->sbp, &b->send_grad, false, "gradient", m, s - 1);
     mf_tensor_destroy(ga);
     mb_release(b);
     r->in_flight--;
