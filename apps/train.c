@@ -60,6 +60,19 @@ static mf_status load_data(run *r)
         r->test = r->train && o->eval ? mf_dataset_fashion_mnist(o->data_dir, false) : NULL;
     }
     if (!r->train || (o->eval && !r->test)) st = mf_last_status();
+    if (st == MF_OK && r->test) {   /* found now, not after all the training */
+        int64_t a[3], b[3];
+        mf_dataset_sample_shape(r->train, a);
+        mf_dataset_sample_shape(r->test, b);
+        if (a[0] != b[0] || a[1] != b[1] || a[2] != b[2])
+            snprintf(r->err, sizeof r->err, "the test set (%s) has images of %lldx%lldx%lld but the training set (%s) "
+                     "%lldx%lldx%lld", mf_dataset_source(r->test), (long long)b[0], (long long)b[1], (long long)b[2],
+                     mf_dataset_source(r->train), (long long)a[0], (long long)a[1], (long long)a[2]);
+        else if (mf_dataset_classes(r->test) > mf_dataset_classes(r->train))
+            snprintf(r->err, sizeof r->err, "the test set (%s) has labels up to %d but the training set only %d classes",
+                     mf_dataset_source(r->test), mf_dataset_classes(r->test) - 1, mf_dataset_classes(r->train));
+        if (r->err[0]) st = MF_ERR_FORMAT;   /* the same on every rank: the same files */
+    }
     st = mf_agree(st);
     if (st != MF_OK) return st;
     /* Fashion-MNIST's usual constants; synthetic data gets its own. */
@@ -79,7 +92,12 @@ static mf_status build(run *r)
     mf_dataset_sample_shape(r->train, shape);
     mf_manual_seed(o->seed);
     r->model = mf_model_create(o->model, shape[0], shape[1], shape[2], mf_dataset_classes(r->train));
-    if (!r->model) return mf_last_status();
+    if (!r->model) {   /* the data does not fit the model: bad input */
+        snprintf(r->err, sizeof r->err, "--model %s cannot take the images of %s (%lldx%lldx%lld): %s", o->model,
+                 mf_dataset_source(r->train), (long long)shape[0], (long long)shape[1], (long long)shape[2],
+                 mf_last_error());
+        return MF_ERR_ARG;
+    }
     mf_status pst = par_setup(&r->par, o, r->model, r->err, sizeof r->err);
     if (pst != MF_OK) return pst;
     r->params = mf_module_parameters(r->model);
@@ -342,7 +360,7 @@ static void meter_step(run *r, meter *m, int64_t done, int64_t epoch, double lr,
     double now = mf_time();
     bool log_now = done % o->log_every == 0 || last;
     if (!log_now && !(r->bar && (now - m->t_log > 0.1 || last))) return;
-    double sps = (double)((done - m->step_log) * o->batch_size) / fmax(now - m->t_log, 1e-9);
+    double sps = (double)(done - m->step_log) * (double)o->batch_size / fmax(now - m->t_log, 1e-9);
     double avg = m->window / (double)m->in_window;
     if (log_now && r->metrics) {
         fprintf(r->metrics, "%lld,%lld,%.9g,%.9g,%.1f,%.3f\n", (long long)done, (long long)epoch + 1, avg, lr, sps,
@@ -382,18 +400,20 @@ static int final_report(run *r, const meter *m)
                test_acc, test_loss, m->sum / (double)(r->total_steps - r->start_step), m->last_loss,
                (long long)r->total_steps,
                (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
-               (double)((r->total_steps - r->start_step) * r->o.batch_size) / elapsed);
+               (double)(r->total_steps - r->start_step) * (double)r->o.batch_size / elapsed);
         fflush(stdout);
     }
     return 0;
 }
 
-/* --checkpoint's directory exists and is writable here: checked before
- * training, not found out at the first save hours later */
+/* --checkpoint's directory exists and is writable here, and neither
+ * PATH nor PATH.tmp is a directory: checked before training, not found
+ * out at the first save hours later */
 static bool ckpt_dir_ok(const char *path, char *err, size_t len)
 {
-    char dir[4096];
+    char dir[4096], tmp[4200];
     snprintf(dir, sizeof dir, "%s", path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     char *slash = strrchr(dir, '/');
     if (!slash) snprintf(dir, sizeof dir, ".");
     else if (slash == dir) dir[1] = 0;
@@ -403,15 +423,25 @@ static bool ckpt_dir_ok(const char *path, char *err, size_t len)
                       : !S_ISDIR(sb.st_mode)  ? "not a directory"
                       : access(dir, W_OK | X_OK) != 0 ? strerror(errno)
                                                       : NULL;
-    if (why) snprintf(err, len, "--checkpoint: cannot write checkpoints into %.300s: %s", dir, why);
-    return !why;
+    if (why) {
+        snprintf(err, len, "--checkpoint: cannot write checkpoints into %.300s: %s", dir, why);
+        return false;
+    }
+    const char *names[] = {path, tmp};
+    for (int i = 0; i < 2; i++)
+        if (stat(names[i], &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            snprintf(err, len, "--checkpoint: %.300s exists and is not a file (%s); name a file to write", names[i],
+                     S_ISDIR(sb.st_mode) ? "a directory" : "a special file");
+            return false;
+        }
+    return true;
 }
 
 /* --checkpoint: model, optimizer, data position and step */
 static int save(run *r, int64_t done)
 {
     mf_train_state ts = {done, mf_loader_epoch(r->loader), mf_loader_cursor(r->loader), r->o.seed};
-    mf_ckpt_opts co = {(int)r->o.keep_last, r->o.fletcher32};
+    mf_ckpt_opts co = {.keep_last = (int)r->o.keep_last, .fletcher32 = r->o.fletcher32};
     if (mf_ckpt_save_ex(r->o.checkpoint, r->model, r->optim, &ts, &co) != MF_OK)
         return report("saving the checkpoint", 1);
     if (mf_rank() == 0) {
@@ -422,18 +452,26 @@ static int save(run *r, int64_t done)
 }
 
 /* After SIGUSR1 or SIGTERM (agreed by every rank): the checkpoint of
- * this step, and exit 0, so that a requeued job resumes from it. */
+ * this step, and exit 0, so that a requeued job resumes from it. A stop
+ * before the first step saves only a resumed state, into another file
+ * than the one it came from. */
 static int stop_early(run *r, int64_t done, int sig, bool saved)
 {
+    bool first = done == r->start_step;
+    bool same = r->o.resume && r->o.checkpoint && !strcmp(r->o.resume, r->o.checkpoint);
+    if (first) saved = done == 0 || same;
     if (r->o.checkpoint && !saved && save(r, done)) return 1;
     if (mf_rank() == 0) {
         const char *name = sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
-        if (r->o.checkpoint)
-            printf("%smpiflow-train: %s: stopped after step %lld of %lld; resume with --resume %s\n",
-                   r->bar ? "\n" : "", name, (long long)done, (long long)r->total_steps, r->o.checkpoint);
+        const char *from = r->o.checkpoint && (!first || done > 0) ? r->o.checkpoint : r->o.resume;
+        if (first)
+            printf("%smpiflow-train: %s: stopped before the first step (at step %lld of %lld)", r->bar ? "\n" : "",
+                   name, (long long)done, (long long)r->total_steps);
         else
-            printf("%smpiflow-train: %s: stopped after step %lld of %lld; nothing saved (no --checkpoint)\n",
-                   r->bar ? "\n" : "", name, (long long)done, (long long)r->total_steps);
+            printf("%smpiflow-train: %s: stopped after step %lld of %lld", r->bar ? "\n" : "", name, (long long)done,
+                   (long long)r->total_steps);
+        if (from) printf("; resume with --resume %s\n", from);
+        else printf("; nothing saved (%s)\n", r->o.checkpoint ? "no step done yet" : "no --checkpoint");
         fflush(stdout);
     }
     return 0;
@@ -447,6 +485,14 @@ static int train(run *r)
     m.t0 = m.t_log = mf_time();
     m.last_loss = NAN;
     m.step_log = r->start_step;
+    /* a signal since start-up (loading the data, resuming) is honoured too */
+    int early = r->start_step < r->total_steps ? preempt_agreed() : 0;
+    if (early) return stop_early(r, r->start_step, early, false);
+    if (r->start_step == r->total_steps && mf_rank() == 0) {
+        printf("mpiflow-train: the checkpoint is at step %lld of %lld: nothing left to train\n",
+               (long long)r->start_step, (long long)r->total_steps);
+        fflush(stdout);
+    }
     for (int64_t step = r->start_step; step < r->total_steps; step++) {
         double lr = r->sched ? mf_lr_schedule_at(r->sched, step) : o->lr;
         mf_optim_set_lr(r->optim, lr);
@@ -491,6 +537,7 @@ int main(int argc, char **argv)
     char err[512];
     int pr = train_opts_parse(argc, argv, &r.o, err, sizeof err);
     if (pr == 1) return 0;
+    preempt_install();   /* from start-up on: a stop requested while loading is honoured before the first step */
     mf_status ist = mf_init(&argc, &argv);
     if (ist == MF_ERR_ARG) {   /* a bad MF_* environment variable */
         fprintf(stderr, "mpiflow-train: error: %s\n", mf_last_error());
@@ -528,6 +575,11 @@ int main(int argc, char **argv)
     }
     r.bar = r.o.progress == 1 || (r.o.progress == -1 && isatty(STDOUT_FILENO));
     mf_status st = load_data(&r);
+    if (st != MF_OK && r.err[0]) {
+        fprintf(stderr, "mpiflow-train: error: %s\n", r.err);
+        code = EXIT_BAD_INPUT;
+        goto out;
+    }
     if (st != MF_OK) {
         code = report("loading data", input_code(st));
         goto out;
@@ -568,6 +620,20 @@ int main(int argc, char **argv)
             code = report("--resume", ours ? 1 : EXIT_BAD_INPUT);
             goto out;
         }
+        if (ts.seed != r.o.seed) {   /* the data order and dropout masks depend on it */
+            fprintf(stderr, "mpiflow-train: error: --resume: %s was written with --seed %llu but this run has "
+                    "--seed %llu; resume with --seed %llu (the data order and dropout depend on it)\n", r.o.resume,
+                    (unsigned long long)ts.seed, (unsigned long long)r.o.seed, (unsigned long long)ts.seed);
+            code = EXIT_BAD_INPUT;
+            goto out;
+        }
+        if (ts.step > r.total_steps) {   /* the same on every rank: the agreed checkpoint */
+            fprintf(stderr, "mpiflow-train: error: --resume: %s is at step %lld, beyond the %lld steps of this run; "
+                    "resume with --steps %lld or more\n", r.o.resume, (long long)ts.step, (long long)r.total_steps,
+                    (long long)ts.step);
+            code = EXIT_BAD_INPUT;
+            goto out;
+        }
         r.start_step = ts.step;
         if (mf_rank() == 0) {
             printf("mpiflow-train: resumed from %s at step %lld (epoch %lld, sample %lld)\n", r.o.resume,
@@ -576,7 +642,6 @@ int main(int argc, char **argv)
         }
     }
     if (r.o.trace) mf_trace_enable(true);
-    preempt_install();
     code = train(&r);
     if (code == 0 && r.o.trace) code = trace_report(&r);
     if (code == 0 && r.o.dump_params && par_dump_params(r.model, r.o.dump_params) != MF_OK)

@@ -74,7 +74,8 @@ void train_opts_usage(FILE *f)
         "                             optimizer state; any rank count and --parallel mode\n"
         "  SIGUSR1 or SIGTERM         (sbatch --signal=B:USR1@T, preemption, scancel) every rank\n"
         "                             stops after the current step, writes --checkpoint and exits 0;\n"
-        "                             a second signal stops at once (slurm/*.sbatch requeue the job)\n"
+        "                             one during start-up stops before the first step; a second\n"
+        "                             signal stops at once (slurm/*.sbatch requeue the job)\n"
         "device (doc/cuda.md):\n"
         "  --device cpu|cuda          where every rank computes (default cpu); cuda: one GPU per\n"
         "                             rank, the local rank's among those visible (CUDA_VISIBLE_DEVICES,\n"
@@ -104,11 +105,15 @@ void train_opts_usage(FILE *f)
         "  MF_DETERMINISTIC=1         sum allreduces and reduce-scatters in rank order\n"
         "  MF_RANKS_PER_NODE=k        treat every k ranks as one node (test hierarchical paths)\n"
         "  MF_BIND=none               do not bind ranks to cores\n"
-        "  MF_TIMEOUT=secs            report a collective some rank has not joined after secs,\n"
+        "  MF_TIMEOUT=secs            report a wait on other ranks (collective, gradient bucket,\n"
+        "                             pipeline transfer, checkpoint I/O) not over after secs,\n"
         "                             naming it and the missing ranks, and abort (doc/slurm.md)\n"
+        "  MF_CKPT_SPACE_CHECK=0      do not check the free space before a save (doc/checkpoints.md)\n"
         "\n"
         "The last line printed starts with 'final' and holds test_accuracy= and test_loss=.\n"
-        "Exit status: 0 on success, 2 on bad input (flags, data files), 1 on other failures.\n",
+        "Exit status: 0 on success (also after a stop on SIGTERM/SIGUSR1), 2 on bad input (flags,\n"
+        "data files, a checkpoint that fails its checks or does not fit), found before the first\n"
+        "step; 1 on other failures (a disk that fills during a save), 3 from the MF_TIMEOUT watchdog.\n",
         f);
 }
 

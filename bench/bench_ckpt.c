@@ -191,7 +191,7 @@ int main(int argc, char **argv)
             rc = 1;
             break;
         }
-        mf_ckpt_opts opts = {1, *l == 'F'};
+        mf_ckpt_opts opts = {.keep_last = 1, .fletcher32 = *l == 'F'};
         double *t = calloc(6 * (size_t)reps, sizeof *t);   /* save, save+fs, load, write, write+fs, read */
         for (int r = -2; r < reps && !rc; r++) {   /* r < 0: warm-up rounds, overwritten */
             int ri = r < 0 ? 0 : r;

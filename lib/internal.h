@@ -152,6 +152,18 @@ uint64_t mfi_hash_str(const char *s);
 uint64_t mfi_rng_next_key(void);
 
 /* ------------------------------------------------------------ datasets */
+/* ---- a plain or gzip file read to its exact end (io/zfile.c) */
+typedef struct mfi_zfile mfi_zfile;
+/* NULL with an error naming the file when it cannot be opened */
+mfi_zfile *mfi_zopen(const char *path);
+/* Up to n bytes of (uncompressed) data: fewer only at the end; -1 with
+ * an error naming the file when it is damaged or cannot be read. */
+int64_t mfi_zread(mfi_zfile *f, void *buf, size_t n);
+/* MF_OK when the data ends here and, for gzip, the stream ended with a
+ * matching CRC-32 and length; MF_ERR_FORMAT naming the file otherwise. */
+mf_status mfi_zend(mfi_zfile *f);
+void mfi_zclose(mfi_zfile *f);
+
 const uint8_t *mfi_dataset_pixels(const mf_dataset *ds);   /* [n, c, h, w] */
 const int64_t *mfi_dataset_labels(const mf_dataset *ds);   /* [n] */
 

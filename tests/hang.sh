@@ -28,8 +28,8 @@ rank_pid() {
 # rank 1 is stopped at its first (K-th) call of FUNC; the output must
 # hold a watchdog report matching PATTERN (grep -E)
 case_() {
-    name=$1 np=$2 func=${3%@*} skip=0 pattern=$4
-    case $3 in *@*) skip=$((${3#*@} - 1)) ;; esac
+    name=$1 np=$2 func=${3%@*} ignore=0 pattern=$4
+    case $3 in *@*) ignore=$((${3#*@} - 1)) ;; esac
     shift 4
     mark="$T/$name.csv"
     MF_TIMEOUT=10 timeout 120 "$MPIEXEC" -n "$np" "$TRAIN" --progress lines --threads 1 --metrics "$mark" "$@" \
@@ -43,7 +43,7 @@ case_() {
         i=$((i + 1))
     done
     [ -n "$pid" ] || { cat "$T/$name.out"; fail "$name: rank 1 never started"; }
-    timeout 60 gdb -p "$pid" -batch -ex "break $func" -ex "ignore 1 $skip" -ex continue -ex "shell kill -STOP $pid" -ex detach \
+    timeout 60 gdb -p "$pid" -batch -ex "break $func" -ex "ignore 1 $ignore" -ex continue -ex "shell kill -STOP $pid" -ex detach \
         >"$T/$name.gdb" 2>&1
     grep -q "Breakpoint 1, " "$T/$name.gdb" || { cat "$T/$name.gdb" "$T/$name.out"; fail "$name: rank 1 never reached $func"; }
     stopped=$(date +%s)

@@ -48,6 +48,9 @@ typedef struct mf_ckpt_opts {
                          * filter, which every HDF5 reader checks; slower
                          * to write (doc/performance.md). The checksum
                          * attributes are written either way. */
+    bool no_checksums;  /* no checksum attribute per tensor (the root says
+                         * checksums="none"; loading and verify then check
+                         * structure only). Saves one pass over the data. */
 } mf_ckpt_opts;
 /* mf_ckpt_save with options; opts may be NULL. */
 MF_API mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state,
@@ -70,12 +73,19 @@ typedef struct mf_ckpt_entry {
     char placement[256];    /* as saved ("0-3 mesh 2x2"); "" when absent */
     bool has_checksum;
     uint64_t checksum;      /* the stored checksum attribute */
+    bool valid;             /* its attributes pass mf_ckpt_load's checks (sbp and
+                             * placement readable and fitting, checksum present) */
+    char problem[512];      /* why not, when !valid */
 } mf_ckpt_entry;
 
 /* Opens PATH read-only. NULL with an error naming the file when it is
  * missing, not HDF5, or not an mpiflow checkpoint of a version we read. */
 MF_API mf_ckpt_file *mf_ckpt_open(const char *path);
 MF_API void mf_ckpt_close(mf_ckpt_file *f);
+/* The header's checks, the ones mf_ckpt_load makes: every root, /data
+ * and /optim attribute present, of its type and in range. MF_OK, or
+ * MF_ERR_FORMAT with a message naming the field. */
+MF_API mf_status mf_ckpt_check(const mf_ckpt_file *f);
 /* the datasets, in the order they were written (the state_dict's) */
 MF_API int mf_ckpt_count(const mf_ckpt_file *f);
 MF_API const mf_ckpt_entry *mf_ckpt_entry_at(const mf_ckpt_file *f, int i);
@@ -88,8 +98,8 @@ MF_API bool mf_ckpt_attr_i64(const mf_ckpt_file *f, const char *object, const ch
  * converted to double into out. */
 MF_API mf_status mf_ckpt_read_f64(const mf_ckpt_file *f, int i, int64_t row0, int64_t nrows, double *out);
 /* Reads entry i in full and recomputes its checksum into *computed;
- * MF_ERR_FORMAT (with a message) when it differs from the stored one or
- * the data cannot be read. */
+ * MF_ERR_FORMAT (with a message) when it differs from the stored one,
+ * the data cannot be read or the entry is not valid. */
 MF_API mf_status mf_ckpt_verify_entry(const mf_ckpt_file *f, int i, uint64_t *computed);
 
 #ifdef __cplusplus

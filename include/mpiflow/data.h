@@ -31,7 +31,15 @@ MF_API mf_dataset *mf_dataset_fashion_mnist(const char *dir, bool train);
 MF_API mf_dataset *mf_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed, bool train);
 MF_API void mf_dataset_destroy(mf_dataset *ds);
 MF_API int64_t mf_dataset_size(const mf_dataset *ds);
+/* The class count: the largest label + 1 for an IDX pair, 10 for
+ * Fashion-MNIST, as given for synthetic data. */
 MF_API int mf_dataset_classes(const mf_dataset *ds);
+/* Fixes the class count; MF_ERR_FORMAT naming the labels file and the
+ * sample when a label is outside [0, classes). mf_dataset_fashion_mnist
+ * does it with 10. */
+MF_API mf_status mf_dataset_set_classes(mf_dataset *ds, int classes);
+/* The images file the dataset came from ("synthetic data" otherwise). */
+MF_API const char *mf_dataset_source(const mf_dataset *ds);
 /* Sample shape [C, H, W]. */
 MF_API void mf_dataset_sample_shape(const mf_dataset *ds, int64_t shape[3]);
 /* Mean and std of the pixel values scaled to [0,1], over all samples. */

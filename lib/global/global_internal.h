@@ -37,6 +37,15 @@ typedef struct mfi_global {
 } mfi_global;
 
 /* ---- placement and SBP (placement.c, sbp.c) */
+/* Reads placement text ("0-3 mesh 2x2 cuda") without creating anything
+ * (no MPI): ranks (capacity cap), their count, the mesh and the device;
+ * MF_ERR_ARG with a message when it cannot. */
+enum { MFI_PLACEMENT_TEXT_CAP = 65536 };
+mf_status mfi_placement_text(const char *text, int *ranks, int cap, int *n, int *nd, int *mesh, mf_device_type *dev);
+/* The checks of mf_placement_create: ranks distinct and in [0, world),
+ * a mesh of 1..MF_MAX_MESH positive dims holding them all (what names
+ * the caller in the message). */
+mf_status mfi_placement_layout_check(const char *what, int n, const int *ranks, int nd, const int *mesh, int world);
 void mfi_placement_coords(const mf_placement *p, int index, int *coord);
 int mfi_placement_index_of(const mf_placement *p, const int *coord);
 void mfi_global_teardown(void);

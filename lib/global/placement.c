@@ -8,6 +8,7 @@
  * references to it.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include "lib/global/global_internal.h"
 
@@ -61,41 +62,31 @@ static mf_status make_comms(mf_placement *p)
     return MF_OK;
 }
 
+mf_status mfi_placement_layout_check(const char *what, int n, const int *ranks, int nd, const int *mesh, int world)
+{
+    if (n <= 0 || !ranks) MF_FAIL(MF_ERR_ARG, "%s: a placement needs at least one rank", what);
+    if (nd < 1 || nd > MF_MAX_MESH || !mesh)
+        MF_FAIL(MF_ERR_ARG, "%s: a mesh has 1 to %d dimensions, not %d", what, MF_MAX_MESH, nd);
+    int64_t prod = 1;
+    for (int d = 0; d < nd; d++) {
+        if (mesh[d] < 1) MF_FAIL(MF_ERR_ARG, "%s: mesh dimension %d is %d; sizes must be >= 1", what, d, mesh[d]);
+        prod *= mesh[d];
+    }
+    if (prod != n) MF_FAIL(MF_ERR_ARG, "%s: a mesh of %lld ranks does not fit %d ranks", what, (long long)prod, n);
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] < 0 || ranks[i] >= world)
+            MF_FAIL(MF_ERR_ARG, "%s: rank %d is not in the world of %d ranks", what, ranks[i], world);
+        for (int j = 0; j < i; j++)
+            if (ranks[j] == ranks[i]) MF_FAIL(MF_ERR_ARG, "%s: rank %d appears twice", what, ranks[i]);
+    }
+    return MF_OK;
+}
+
 mf_placement *mf_placement_create(int n, const int *ranks, int nd, const int *mesh, mf_device_type dev)
 {
     char what[64] = "mf_placement_create";
     int world = mfi_comm_size_of(mfi_comm_world());
-    if (n <= 0 || !ranks) {
-        mfi_error(MF_ERR_ARG, "%s: a placement needs at least one rank", what);
-        return NULL;
-    }
-    if (nd < 1 || nd > MF_MAX_MESH || !mesh) {
-        mfi_error(MF_ERR_ARG, "%s: a mesh has 1 to %d dimensions, not %d", what, MF_MAX_MESH, nd);
-        return NULL;
-    }
-    int64_t prod = 1;
-    for (int d = 0; d < nd; d++) {
-        if (mesh[d] < 1) {
-            mfi_error(MF_ERR_ARG, "%s: mesh dimension %d is %d; sizes must be >= 1", what, d, mesh[d]);
-            return NULL;
-        }
-        prod *= mesh[d];
-    }
-    if (prod != n) {
-        mfi_error(MF_ERR_ARG, "%s: a mesh of %lld ranks does not fit %d ranks", what, (long long)prod, n);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) {
-        if (ranks[i] < 0 || ranks[i] >= world) {
-            mfi_error(MF_ERR_ARG, "%s: rank %d is not in the world of %d ranks", what, ranks[i], world);
-            return NULL;
-        }
-        for (int j = 0; j < i; j++)
-            if (ranks[j] == ranks[i]) {
-                mfi_error(MF_ERR_ARG, "%s: rank %d appears twice", what, ranks[i]);
-                return NULL;
-            }
-    }
+    if (mfi_placement_layout_check(what, n, ranks, nd, mesh, world) != MF_OK) return NULL;
     if (dev != MF_DEV_CPU && dev != MF_DEV_CUDA) {
         mfi_error(MF_ERR_ARG, "%s: unknown device type %d", what, (int)dev);
         return NULL;
@@ -170,12 +161,12 @@ static bool parse_ranks(const char **sp, int *ranks, int *n, int cap)
     for (;;) {
         char *end;
         long a = strtol(s, &end, 10), b;
-        if (end == s || a < 0) return false;
+        if (end == s || a < 0 || a > INT_MAX) return false;
         s = end;
         b = a;
         if (*s == '-') {
             b = strtol(s + 1, &end, 10);
-            if (end == s + 1 || b < a) return false;
+            if (end == s + 1 || b < a || b > INT_MAX) return false;
             s = end;
         }
         for (long r = a; r <= b; r++) {
@@ -189,19 +180,14 @@ static bool parse_ranks(const char **sp, int *ranks, int *n, int cap)
     return true;
 }
 
-mf_placement *mf_placement_parse(const char *text)
+mf_status mfi_placement_text(const char *text, int *ranks, int cap, int *n, int *nd, int *mesh, mf_device_type *dev)
 {
-    enum { CAP = 65536 };
-    if (!text) {
-        mfi_error(MF_ERR_ARG, "mf_placement_parse: text is NULL");
-        return NULL;
-    }
-    int *ranks = malloc(CAP * sizeof *ranks), n = 0, nd = 0, mesh[MF_MAX_MESH];
-    mf_device_type dev = MF_DEV_CPU;
-    const char *s = text;
-    bool ok = ranks != NULL;
-    while (ok && isspace((unsigned char)*s)) s++;
-    if (ok) ok = parse_ranks(&s, ranks, &n, CAP);
+    *n = *nd = 0;
+    *dev = MF_DEV_CPU;
+    const char *s = text ? text : "";
+    bool ok = true;
+    while (isspace((unsigned char)*s)) s++;
+    ok = parse_ranks(&s, ranks, n, cap);
     while (ok && isspace((unsigned char)*s)) s++;
     if (ok && !strncmp(s, "mesh", 4)) {
         s += 4;
@@ -209,29 +195,45 @@ mf_placement *mf_placement_parse(const char *text)
         do {
             char *end;
             long v = strtol(s, &end, 10);
-            if (end == s || nd == MF_MAX_MESH || v < 1 || v > CAP) {
+            if (end == s || *nd == MF_MAX_MESH || v < 1 || v > cap) {
                 ok = false;
                 break;
             }
-            mesh[nd++] = (int)v;
+            mesh[(*nd)++] = (int)v;
             s = end;
         } while (*s == 'x' && s++);
         while (isspace((unsigned char)*s)) s++;
     } else if (ok) {
-        mesh[nd++] = n;
+        mesh[(*nd)++] = *n;
     }
     if (ok && !strncmp(s, "cuda", 4)) {
-        dev = MF_DEV_CUDA;
+        *dev = MF_DEV_CUDA;
         s += 4;
     } else if (ok && !strncmp(s, "cpu", 3)) {
         s += 3;
     }
     while (ok && isspace((unsigned char)*s)) s++;
-    if (ok && *s) ok = false;
-    if (!ok) {
+    if (!ok || *s)
+        MF_FAIL(MF_ERR_ARG, "cannot read placement '%s' (expected ranks like \"0-3\" or \"0,2,4,6\", then optionally "
+                "\"mesh 2x2\" and a device \"cpu\" or \"cuda\")", text ? text : "");
+    return MF_OK;
+}
+
+mf_placement *mf_placement_parse(const char *text)
+{
+    if (!text) {
+        mfi_error(MF_ERR_ARG, "mf_placement_parse: text is NULL");
+        return NULL;
+    }
+    int *ranks = malloc(MFI_PLACEMENT_TEXT_CAP * sizeof *ranks), n = 0, nd = 0, mesh[MF_MAX_MESH];
+    mf_device_type dev = MF_DEV_CPU;
+    if (!ranks) {
+        mfi_error(MF_ERR_NOMEM, "mf_placement_parse: out of memory");
+        return NULL;
+    }
+    if (mfi_placement_text(text, ranks, MFI_PLACEMENT_TEXT_CAP, &n, &nd, mesh, &dev) != MF_OK) {
         free(ranks);
-        mfi_error(MF_ERR_ARG, "mf_placement_parse: cannot read placement '%s' (expected ranks like \"0-3\" or "
-                  "\"0,2,4,6\", then optionally \"mesh 2x2\" and a device \"cpu\" or \"cuda\")", text);
+        mfi_error_context("mf_placement_parse");
         return NULL;
     }
     mf_placement *p = mf_placement_create(n, ranks, nd, mesh, dev);

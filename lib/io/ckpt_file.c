@@ -7,15 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lib/internal.h"
-#include "lib/io/h5util.h"
+#include "lib/io/ckpt_check.h"
 
-#define FORMAT_NAME "mpiflow-checkpoint"
-#define FORMAT_VERSION 1
 #define SLAB_ELEMS (4 << 20)   /* elements read at once by verify */
 
 struct mf_ckpt_file {
     char path[4096];
     hid_t file;
+    mfi_ckpt_header h;       /* as read; valid when header_st is MF_OK */
+    mf_status header_st;
+    char header_msg[1024];   /* why the header fails its checks */
     int n, cap;
     mf_ckpt_entry *e;
 };
@@ -49,6 +50,11 @@ static mf_status add_entry(mf_ckpt_file *f, hid_t ds, const char *name)
     int64_t sum = 0;
     e->has_checksum = mfi_h5_get_i64(ds, "checksum", &sum);
     e->checksum = (uint64_t)sum;
+    /* the loader's checks, kept for mf_ckpt_verify_entry */
+    e->valid = f->header_st != MF_OK ||
+               mfi_ckpt_check_dataset(ds, f->path, name, nd, &f->h, &e->has_checksum, &e->checksum) == MF_OK;
+    if (!e->valid) snprintf(e->problem, sizeof e->problem, "%s", mf_last_error());
+    mf_clear_error();
     f->n++;
     return MF_OK;
 }
@@ -98,12 +104,19 @@ mf_ckpt_file *mf_ckpt_open(const char *path)
     mf_status st = MF_OK;
     if (f->file < 0)
         st = mfi_error(MF_ERR_FORMAT, "%s: cannot open the HDF5 file (damaged or truncated)", path);
-    else if (!mfi_h5_get_str(f->file, "format", fmt, sizeof fmt) || strcmp(fmt, FORMAT_NAME))
+    else if (!mfi_h5_get_str(f->file, "format", fmt, sizeof fmt) || strcmp(fmt, MFI_CKPT_FORMAT))
         st = mfi_error(MF_ERR_FORMAT, "%s: the format attribute is '%s', not '%s': not an mpiflow checkpoint", path,
-                       fmt, FORMAT_NAME);
-    else if (!mfi_h5_get_i64(f->file, "version", &version) || version != FORMAT_VERSION)
+                       fmt, MFI_CKPT_FORMAT);
+    else if (!mfi_h5_get_i64(f->file, "version", &version) || version != MFI_CKPT_VERSION)
         st = mfi_error(MF_ERR_FORMAT, "%s: checkpoint version %lld; this mpiflow reads version %d", path,
-                       (long long)version, FORMAT_VERSION);
+                       (long long)version, MFI_CKPT_VERSION);
+    if (st == MF_OK) {
+        /* the rest of the header is checked, not required: list and
+         * stats still show a damaged file; mf_ckpt_check says */
+        f->header_st = mfi_ckpt_check_header(f->file, path, &f->h);
+        if (f->header_st != MF_OK) snprintf(f->header_msg, sizeof f->header_msg, "%s", mf_last_error());
+        mf_clear_error();
+    }
     if (st == MF_OK) {
         /* the order of writing when the file tracks it, else by name */
         walk w = {f, MF_OK};
@@ -119,6 +132,13 @@ mf_ckpt_file *mf_ckpt_open(const char *path)
         return NULL;
     }
     return f;
+}
+
+mf_status mf_ckpt_check(const mf_ckpt_file *f)
+{
+    if (!f) MF_FAIL(MF_ERR_ARG, "mf_ckpt_check: the file is NULL");
+    if (f->header_st != MF_OK) MF_FAIL(f->header_st, "%s", f->header_msg);
+    return MF_OK;
 }
 
 void mf_ckpt_close(mf_ckpt_file *f)
@@ -268,9 +288,11 @@ mf_status mf_ckpt_verify_entry(const mf_ckpt_file *f, int i, uint64_t *computed)
     }
     free(buf);
     *computed = sum;
-    if (st == MF_OK && !e->has_checksum)
+    if (st == MF_OK && !e->valid)
+        st = mfi_error(MF_ERR_FORMAT, "%s", e->problem);
+    else if (st == MF_OK && !e->has_checksum && f->h.checksums)
         st = mfi_error(MF_ERR_FORMAT, "%s: tensor '%s' has no checksum attribute", f->path, e->name);
-    else if (st == MF_OK && sum != e->checksum)
+    else if (st == MF_OK && e->has_checksum && sum != e->checksum)
         st = mfi_error(MF_ERR_FORMAT, "%s: tensor '%s' fails its checksum (stored %016llx, read %016llx): the file is damaged",
                        f->path, e->name, (unsigned long long)e->checksum, (unsigned long long)sum);
     return st;

@@ -16,6 +16,8 @@ struct mf_dataset {
     int c, h, w, classes;
     uint8_t *pixels;     /* [n, c, h, w] */
     int64_t *labels;     /* [n] */
+    char source[512];    /* the images file, for messages ("" for synthetic data) */
+    char labels_file[512];
 };
 
 void mf_dataset_destroy(mf_dataset *ds)
@@ -76,6 +78,12 @@ mf_dataset *mf_dataset_idx_load(const char *images_path, const char *labels_path
                   labels_path, (long long)lb.dims[0]);
         goto out;
     }
+    for (int i = 0; i < im.ndim; i++)
+        if (im.dims[i] == 0 || im.dims[i] > INT32_MAX) {
+            mfi_error(MF_ERR_FORMAT, "%s: dimension %d of the images is %lld: %s", images_path, i,
+                      (long long)im.dims[i], i ? "an image needs at least one pixel" : "the file holds no images");
+            goto out;
+        }
     ds = calloc(1, sizeof *ds);
     if (!ds || !(ds->labels = malloc((size_t)(lb.dims[0] ? lb.dims[0] : 1) * sizeof *ds->labels))) {
         mfi_error(MF_ERR_NOMEM, "out of memory loading %s", images_path);
@@ -83,6 +91,8 @@ mf_dataset *mf_dataset_idx_load(const char *images_path, const char *labels_path
         ds = NULL;
         goto out;
     }
+    snprintf(ds->source, sizeof ds->source, "%s", images_path);
+    snprintf(ds->labels_file, sizeof ds->labels_file, "%s", labels_path);
     ds->n = im.dims[0];
     ds->c = im.ndim == 4 ? (int)im.dims[1] : 1;
     ds->h = (int)im.dims[im.ndim - 2];
@@ -123,7 +133,28 @@ mf_dataset *mf_dataset_fashion_mnist(const char *dir, bool train)
                   train ? "training" : "test", dir, split, split);
         return NULL;
     }
-    return mf_dataset_idx_load(img, lab);
+    mf_dataset *ds = mf_dataset_idx_load(img, lab);
+    if (ds && mf_dataset_set_classes(ds, 10) != MF_OK) {   /* Fashion-MNIST's ten */
+        mf_dataset_destroy(ds);
+        return NULL;
+    }
+    return ds;
+}
+
+mf_status mf_dataset_set_classes(mf_dataset *ds, int classes)
+{
+    if (!ds || classes < 2) MF_FAIL(MF_ERR_ARG, "mf_dataset_set_classes: need a dataset and >= 2 classes");
+    for (int64_t i = 0; i < ds->n; i++)
+        if (ds->labels[i] < 0 || ds->labels[i] >= classes)
+            MF_FAIL(MF_ERR_FORMAT, "%s: label %lld of sample %lld is outside the %d classes 0..%d",
+                    ds->labels_file[0] ? ds->labels_file : "dataset", (long long)ds->labels[i], (long long)i, classes, classes - 1);
+    ds->classes = classes;
+    return MF_OK;
+}
+
+const char *mf_dataset_source(const mf_dataset *ds)
+{
+    return ds && ds->source[0] ? ds->source : "synthetic data";
 }
 
 mf_dataset *mf_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed, bool train)

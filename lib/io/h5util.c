@@ -3,6 +3,8 @@
  * checksum, shared by the checkpoint writer and reader.
  */
 #include "lib/io/h5util.h"
+#include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 hid_t mfi_h5_mem_type(mf_dtype dt)
@@ -66,14 +68,36 @@ void mfi_h5_set_f64(hid_t obj, const char *name, double v)
     set_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
 }
 
+/* attribute name of obj opened, when it exists and holds one element of
+ * class c (HDF5 converts within the class); -1 otherwise */
+static hid_t open_scalar(hid_t obj, const char *name, H5T_class_t c)
+{
+    if (H5Aexists(obj, name) <= 0) return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return -1;
+    hid_t ft = H5Aget_type(a), sp = H5Aget_space(a);
+    bool ok = ft >= 0 && sp >= 0 && H5Tget_class(ft) == c && H5Sget_simple_extent_npoints(sp) == 1;
+    if (ok && c == H5T_STRING) ok = !H5Tis_variable_str(ft);
+    if (ft >= 0) H5Tclose(ft);
+    if (sp >= 0) H5Sclose(sp);
+    if (!ok) H5Aclose(a);
+    return ok ? a : -1;
+}
+
 bool mfi_h5_get_i64(hid_t obj, const char *name, int64_t *v)
 {
-    if (H5Aexists(obj, name) <= 0) return false;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t a = open_scalar(obj, name, H5T_INTEGER);
     if (a < 0) return false;
-    hid_t ft = H5Aget_type(a);
-    bool ok = H5Tget_class(ft) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_INT64, v) >= 0;
-    H5Tclose(ft);
+    bool ok = H5Aread(a, H5T_NATIVE_INT64, v) >= 0;
+    H5Aclose(a);
+    return ok;
+}
+
+bool mfi_h5_get_f64(hid_t obj, const char *name, double *v)
+{
+    hid_t a = open_scalar(obj, name, H5T_FLOAT);
+    if (a < 0) return false;
+    bool ok = H5Aread(a, H5T_NATIVE_DOUBLE, v) >= 0;
     H5Aclose(a);
     return ok;
 }
@@ -81,11 +105,10 @@ bool mfi_h5_get_i64(hid_t obj, const char *name, int64_t *v)
 bool mfi_h5_get_str(hid_t obj, const char *name, char *buf, size_t size)
 {
     buf[0] = 0;
-    if (H5Aexists(obj, name) <= 0) return false;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t a = open_scalar(obj, name, H5T_STRING);
     if (a < 0) return false;
     hid_t ft = H5Aget_type(a);
-    bool ok = H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft) && H5Tget_size(ft) <= size;
+    bool ok = H5Tget_size(ft) <= size;
     if (ok) {
         hid_t mt = H5Tcopy(H5T_C_S1);
         H5Tset_size(mt, H5Tget_size(ft));
@@ -96,6 +119,40 @@ bool mfi_h5_get_str(hid_t obj, const char *name, char *buf, size_t size)
     H5Tclose(ft);
     H5Aclose(a);
     return ok;
+}
+
+typedef struct reason {
+    char *buf;
+    size_t size, best;   /* best: the length of the longest OS reason found */
+} reason;
+
+static herr_t find_reason(unsigned n, const H5E_error2_t *e, void *data)
+{
+    reason *r = data;
+    const char *d = e->desc ? e->desc : "";
+    for (int code = 1; code < 134; code++) {
+        const char *os = strerror(code);
+        size_t len = strlen(os);
+        if (len > r->best && strstr(d, os)) {
+            snprintf(r->buf, r->size, "%s", os);
+            r->best = len;
+        }
+    }
+    if (n == 0 && !r->best) {   /* the innermost, on one line */
+        size_t k = 0;
+        for (const char *p = d; *p && k + 1 < r->size; p++) r->buf[k++] = isspace((unsigned char)*p) ? ' ' : *p;
+        r->buf[k] = 0;
+    }
+    return 0;
+}
+
+char *mfi_h5_reason(char *buf, size_t size)
+{
+    if (!size) return buf;
+    snprintf(buf, size, "HDF5 gives no reason");
+    reason r = {buf, size, 0};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, find_reason, &r);
+    return buf;
 }
 
 /* one element's term: a bijection of its bits keyed by its global index,

@@ -19,8 +19,16 @@ bool mfi_h5_dtype_of(hid_t ftype, mf_dtype *dt);
 void mfi_h5_set_str(hid_t obj, const char *name, const char *value);
 void mfi_h5_set_i64(hid_t obj, const char *name, int64_t v);
 void mfi_h5_set_f64(hid_t obj, const char *name, double v);
+/* false unless the attribute exists and holds one integer, float or
+ * fixed-length string (that fits size, NUL included) */
 bool mfi_h5_get_i64(hid_t obj, const char *name, int64_t *v);
+bool mfi_h5_get_f64(hid_t obj, const char *name, double *v);
 bool mfi_h5_get_str(hid_t obj, const char *name, char *buf, size_t size);
+
+/* Why the last HDF5 call failed, from its error stack: the operating
+ * system's reason when one is in it ("No space left on device",
+ * "Permission denied"), else the innermost message. Returns buf. */
+char *mfi_h5_reason(char *buf, size_t size);
 
 /* The checksum attribute: the sum (mod 2^64) over elements of
  * term(value bits, global row-major index * 0x9e3779b97f4a7c15) (see
