@@ -17,15 +17,16 @@ AM_CFLAGS += $(CHECK_CFLAGS)
 
 SHELL_TESTS = tests/layering.sh tests/app_errors.sh tests/determinism.sh tests/train_mlp.sh \
 	tests/train_lenet.sh tests/install.sh tests/global.sh tests/parallel_parity.sh tests/ckpt.sh tests/ckpt_app.sh tests/coll.sh \
-	tests/dp_sync.sh tests/pipeline.sh tests/slurm.sh tests/watchdog.sh tests/hang.sh tests/cuda_train.sh
+	tests/dp_sync.sh tests/pipeline.sh tests/slurm.sh tests/watchdog.sh tests/hang.sh tests/cuda_train.sh \
+	tests/full_disk.sh tests/ckpt_faults.sh tests/data_faults.sh tests/signals.sh tests/fuzz.sh
 TESTS += $(TEST_SUITES) $(SHELL_TESTS)
 TEST_EXTENSIONS = .sh
-LOG_COMPILER = $(top_srcdir)/tests/mpirun.sh
-SH_LOG_COMPILER = $(SHELL)
+LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/timed.sh $(top_srcdir)/tests/mpirun.sh
+SH_LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/timed.sh $(SHELL)
 AM_TESTS_ENVIRONMENT = MPIEXEC='$(MPIEXEC)'; export MPIEXEC; H5DUMP='$(H5DUMP)'; export H5DUMP; \
 	MF_BUILD_CFLAGS='$(CFLAGS)'; export MF_BUILD_CFLAGS; MF_BUILD_LDFLAGS='$(LDFLAGS)'; export MF_BUILD_LDFLAGS; \
 	top_srcdir='$(top_srcdir)'; export top_srcdir; top_builddir='$(top_builddir)'; export top_builddir;
-EXTRA_DIST += tests/mpirun.sh tests/lib.sh tests/slurm_lib.sh $(SHELL_TESTS)
+EXTRA_DIST += tests/mpirun.sh tests/timed.sh tests/lib.sh tests/slurm_lib.sh $(SHELL_TESTS)
 # run by tests/ckpt.sh on 1 to 4 ranks, in its own directory
 check_PROGRAMS += tests/test_ckpt
 tests_test_ckpt_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS)
@@ -33,3 +34,9 @@ tests_test_ckpt_LDADD = $(LDADD) $(HDF5_LIBS)
 # run by tests/watchdog.sh and tests/slurm.sh: a rank skips a collective
 check_PROGRAMS += tests/watchdog_skip
 tests_watchdog_skip_LDADD = libmpiflow.la
+# tools of the fault tests: a checkpoint attribute editor (tests/ckpt_faults.sh)
+# and a seeded file mutator (tests/fuzz.sh)
+check_PROGRAMS += tests/ckpt_edit tests/fuzz_mutate
+tests_ckpt_edit_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS)
+tests_ckpt_edit_LDADD = $(HDF5_LIBS)
+tests_fuzz_mutate_LDADD =

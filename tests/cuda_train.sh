@@ -1,6 +1,6 @@
 #!/bin/sh
 # mpiflow-train --device cuda against the CPU (needs a GPU: SKIP without
-# one). Every model and parallel mode: mlp and lenet on 1 rank, dp, mp,
+# one; FAIL when a GPU is there but CUDA cannot start). Every model and parallel mode: mlp and lenet on 1 rank, dp, mp,
 # hybrid and 2d on 2 and 4 ranks (ranks share the GPUs when there are
 # fewer), a 2-stage pipeline, checkpoints written on the GPU and resumed
 # on the CPU, and bf16 autocast against fp32. Losses agree with the CPU
@@ -13,7 +13,7 @@ common="--dataset synthetic --synthetic-size 3200,400 --batch-size 32 --optimize
 
 run_train 1 $common --steps 1 --no-eval --device cuda >/dev/null
 if [ "$rc" -eq 2 ] && grep -q "CUDA is unavailable" "$TMPDIR_TEST/out"; then
-    skip "no GPU: $(grep -o 'CUDA is unavailable.*' "$TMPDIR_TEST/out" | head -1)"
+    skip_unless_cuda "$TMPDIR_TEST/out"
 fi
 [ "$rc" -eq 0 ] || fail "--device cuda: exit $rc: $(tail -3 "$TMPDIR_TEST/out")"
 

@@ -39,6 +39,27 @@ at_least() {
     awk -v v="$1" -v m="$2" 'BEGIN { exit !(v != "" && v + 0 >= m + 0) }'
 }
 
+# gpu_device: a device node or driver entry of an NVIDIA GPU on this
+# machine, whatever CUDA says; empty when there is none
+gpu_device() {
+    for g in /dev/nvidia[0-9]* /proc/driver/nvidia/gpus/*; do
+        [ -e "$g" ] && { echo "$g"; return 0; }
+    done
+    return 1
+}
+
+# skip_unless_cuda OUTPUT: after a --device cuda run that exited 2 saying
+# CUDA is unavailable: SKIP when the machine has no GPU (or the build
+# no CUDA backend, or CUDA_VISIBLE_DEVICES hides them all), FAIL with the
+# CUDA error when a GPU is there
+skip_unless_cuda() {
+    why=$(grep -o 'CUDA is unavailable.*' "$1" | head -1)
+    dev=$(gpu_device) || skip "no GPU: $why"
+    case $why in *"built without"*) skip "no CUDA backend in this build: $why" ;; esac
+    [ "${CUDA_VISIBLE_DEVICES-unset}" = "" ] && skip "CUDA_VISIBLE_DEVICES hides every GPU: $why"
+    fail "a GPU is present ($dev) but CUDA failed to start: $why"
+}
+
 require_fashion_mnist() {
     [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
         fail "Fashion-MNIST is missing: run scripts/install-deps.sh (Debian package dataset-fashion-mnist)"

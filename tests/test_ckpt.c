@@ -53,8 +53,8 @@ static double model_diff(mf_module *a, mf_module *b)
     for (int i = 0; i < la->n && i < lb->n; i++) {
         mf_tensor *fb = mf_tensor_is_global(lb->items[i].tensor) ? mf_global_gather(lb->items[i].tensor)
                                                                    : mf_tensor_retain(lb->items[i].tensor);
-        double d = mf_test_max_diff(la->items[i].tensor, fb, false);
-        if (!(d <= worst)) worst = d;
+        double d = mf_test_max_diff(la->items[i].tensor, fb, false);   /* INFINITY for a NaN */
+        if (d > worst) worst = d;
         mf_tensor_destroy(fb);
     }
     mf_tensor_list_destroy(la);
@@ -308,7 +308,7 @@ END_TEST
 START_TEST(test_reader_and_fletcher32)
 {
     mf_module *m = mlp("mp", 1);
-    mf_ckpt_opts opts = {1, true};
+    mf_ckpt_opts opts = {.keep_last = 1, .fletcher32 = true};
     ck_assert_ok(mf_ckpt_save(path_of("plain.h5"), m, NULL, NULL));
     ck_assert_ok(mf_ckpt_save_ex(path_of("f32.h5"), m, NULL, NULL, &opts));
     mf_tensor_list *sd = mf_module_state_dict(m);
@@ -399,6 +399,44 @@ START_TEST(test_across_world_sizes)
 }
 END_TEST
 
+/* A checkpoint written without checksums (checksums="none") loads and
+ * verifies on structure alone; and the diff helpers never call a NaN
+ * close. */
+START_TEST(test_no_checksums_and_nan)
+{
+    mf_module *src = mlp("dp", 1), *dst = mlp("dp", 2);
+    mf_ckpt_opts opts = {.keep_last = 1, .no_checksums = true};
+    mf_train_state st = {7, 0, 40, 1};
+    ck_assert_ok(mf_ckpt_save_ex(path_of("nosum.h5"), src, NULL, &st, &opts));
+    mf_ckpt_file *f = mf_ckpt_open(path_of("nosum.h5"));
+    ck_assert_msg(f != NULL, "%s", mf_last_error());
+    ck_assert_ok(mf_ckpt_check(f));
+    for (int i = 0; i < mf_ckpt_count(f); i++) {
+        uint64_t sum;
+        ck_assert(!mf_ckpt_entry_at(f, i)->has_checksum);
+        ck_assert_ok(mf_ckpt_verify_entry(f, i, &sum));
+    }
+    mf_ckpt_close(f);
+    mf_train_state got = {0, 0, 0, 0};
+    ck_assert_ok(mf_ckpt_load(path_of("nosum.h5"), dst, NULL, &got));
+    ck_assert(model_diff(src, dst) == 0);
+    ck_assert(got.step == 7 && got.cursor == 40);
+    mf_module_destroy(src);
+    mf_module_destroy(dst);
+    /* a NaN in one parameter, after equal ones: the difference is infinite, not 0 */
+    src = mlp("none", 1);
+    dst = mlp("none", 1);
+    ck_assert(model_diff(src, dst) == 0);
+    mf_tensor_list *sd = mf_module_state_dict(dst);
+    ck_assert_ok(mf_tensor_set(sd->items[0].tensor, (const int64_t[]){0, 0}, NAN));
+    ck_assert(model_diff(src, dst) == INFINITY);
+    ck_assert(model_diff(dst, src) == INFINITY);
+    mf_tensor_list_destroy(sd);
+    mf_module_destroy(src);
+    mf_module_destroy(dst);
+}
+END_TEST
+
 Suite *ckpt_suite(void)
 {
     Suite *s = suite_create("ckpt");
@@ -410,6 +448,7 @@ Suite *ckpt_suite(void)
     tcase_add_test(tc, test_wrong_format_and_dtype);
     tcase_add_test(tc, test_reader_and_fletcher32);
     tcase_add_test(tc, test_across_world_sizes);
+    tcase_add_test(tc, test_no_checksums_and_nan);
     suite_add_tcase(s, tc);
     return s;
 }

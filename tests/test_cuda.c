@@ -622,11 +622,20 @@ START_TEST(mlp_training)
 }
 END_TEST
 
-static const char *no_cuda(void)
+/* SKIP without a GPU (or without the CUDA backend); FAIL when a GPU is
+ * there but CUDA cannot start on it (an old driver, no cuBLAS) */
+static const char *no_cuda(bool *fail)
 {
-    static char why[512];
+    static char why[768];
     if (mf_cuda_available()) return NULL;
-    return mf_device_describe(MF_DEV_CUDA, why, sizeof why);
+    char what[512];
+    mf_device_describe(MF_DEV_CUDA, what, sizeof what);
+    const char *dev = mf_test_gpu_device();
+    const char *hidden = getenv("CUDA_VISIBLE_DEVICES");
+    *fail = dev && !strstr(what, "built without") && !(hidden && !*hidden);
+    if (*fail) snprintf(why, sizeof why, "a GPU is present (%s) but CUDA failed to start: %s", dev, what);
+    else snprintf(why, sizeof why, "%s", what);
+    return why;
 }
 
 static Suite *make_suite(void)

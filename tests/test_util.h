@@ -15,8 +15,14 @@
 int mf_test_main(int argc, char **argv, Suite *(*make_suite)(void));
 /* The same, but exits 77 (automake's SKIP) after printing the reason
  * when skip() returns one (a suite that needs a GPU, on a machine
- * without one). */
-int mf_test_main_unless(int argc, char **argv, Suite *(*make_suite)(void), const char *(*skip)(void));
+ * without one), or 1 (FAIL) when it also sets *fail (a GPU is there but
+ * CUDA cannot use it). Every suite runs under an alarm: CK_DEFAULT_TIMEOUT
+ * (600 s) x CK_TIMEOUT_MULTIPLIER, then exit 124. */
+int mf_test_main_unless(int argc, char **argv, Suite *(*make_suite)(void), const char *(*skip)(bool *fail));
+/* A device node or driver entry of an NVIDIA GPU on this machine
+ * (/dev/nvidia0, /proc/driver/nvidia/gpus/...), whatever CUDA says; NULL
+ * when there is none. */
+const char *mf_test_gpu_device(void);
 
 #define MF_TEST_MAIN(make_suite) \
     int main(int argc, char **argv) { return mf_test_main(argc, argv, make_suite); }
@@ -79,7 +85,7 @@ double mf_test_gradcheck(const char *what, mf_test_fn fn, int n, mf_tensor **in,
 
 /* The largest |a - b| (relative: |a - b| / (1 + |b|)) over the whole
  * values; a may be global (it is gathered, so call it on every rank),
- * b is local. INFINITY if the sizes differ. */
+ * b is local. INFINITY if the sizes differ or either side has a NaN. */
 double mf_test_max_diff(mf_tensor *a, mf_tensor *b, bool relative);
 
 /* A random f64 tensor in [lo, hi) that requires grad. */
