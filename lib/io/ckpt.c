@@ -266,7 +266,7 @@ static mf_status reserve_make(const char *tmp, double bytes, char *msg, size_t l
     snprintf(path, sizeof path, "%s.reserve", tmp);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) {
-        snprintf(msg, len, "cannot create %.3000s: %s", path, strerror(errno));
+        snprintf(msg, len, "cannot write %.3000s: %s", tmp, strerror(errno));
         return MF_ERR_IO;
     }
     int rc = posix_fallocate(fd, 0, (off_t)bytes);
@@ -395,7 +395,8 @@ mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, c
     if (!sd) return mf_last_status();
     mf_status st = MF_OK;
     if (mf_rank() == 0) st = check_space(tmp, bytes_needed(sd, optim), msg, sizeof msg);
-    if (mf_rank() == 0 && st == MF_OK) st = reserve_make(tmp, 65536.0 + 4096.0 * (sd->n + (optim ? 2 * optim->n : 0)), msg, sizeof msg);
+    double reserve = 65536.0 + 4096.0 * (sd->n + (optim ? 2 * optim->n : 0));   /* HDF5's metadata */
+    if (mf_rank() == 0 && st == MF_OK) st = reserve_make(tmp, reserve, msg, sizeof msg);
     if (st != MF_OK) mfi_error(st, "mf_ckpt_save: %s", msg);
     if (mf_agree(st) != MF_OK) {
         mf_tensor_list_destroy(sd);
