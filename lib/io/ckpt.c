@@ -266,7 +266,7 @@ static mf_status reserve_make(const char *tmp, double bytes, char *msg, size_t l
     snprintf(path, sizeof path, "%s.reserve", tmp);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) {
-        snprintf(msg, len, "cannot write %.3000s: %s", tmp, strerror(errno));
+        snprintf(msg, len, "cannot create %.3000s: %s", tmp, strerror(errno));
         return MF_ERR_IO;
     }
     int rc = posix_fallocate(fd, 0, (off_t)bytes);
