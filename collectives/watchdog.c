@@ -70,8 +70,10 @@ static void serve(void)
 /* Asks every member of slot s but this rank (answers in ans, seq -1
  * when none came in 5 s), answering the others' queries meanwhile: they
  * may be asking us. */
-static void ask(const mfi_ledger_slot *s, const char *name, int me, answer *ans, MPI_Request *req, MPI_Status *sts)
+static void ask(const mfi_ledger_slot *s, const char *comm, int me, answer *ans, MPI_Request *req, MPI_Status *sts)
 {
+    char name[MFI_LEDGER_NAME] = "";   /* sent whole: the fixed size the receiver expects */
+    snprintf(name, sizeof name, "%s", comm);
     for (int i = 0; i < s->nmembers; i++) {
         req[i] = MPI_REQUEST_NULL;
         ans[i].seq = -1;
