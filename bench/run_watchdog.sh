@@ -1,9 +1,9 @@
 #!/bin/sh
 # What MF_TIMEOUT costs a healthy run (doc/performance.md):
 #   bench/run_watchdog.sh [ROUNDS]
-# In each of ROUNDS rounds (default 5), in turn without and with
-# MF_TIMEOUT=600 (the ledger records every wait; the watchdog thread
-# wakes every 20 ms):
+# In each of ROUNDS rounds (default 5), without and with MF_TIMEOUT=600
+# (the ledger records every wait; the watchdog thread looks every 250 ms),
+# each going first in every other round:
 # 1. mpiflow-bench allreduce on 2 ranks, 4 KiB to 1 MiB, where a fixed
 #    cost per call shows most;
 # 2. mlp and lenet data parallel on 2 ranks, 1 MiB buckets (many bucket
@@ -28,22 +28,24 @@ train() {   # train KEY ARGS...: samples/s into $dir/KEY
 }
 
 for r in $(seq "$rounds"); do
-    for mode in off on; do
+    order="off on"
+    [ $((r % 2)) -eq 0 ] && order="on off"   # each goes first in every other round
+    for mode in $order; do
         if [ "$mode" = on ]; then export MF_TIMEOUT=600; else unset MF_TIMEOUT; fi
         "$mpiexec" -n 2 ./mpiflow-bench allreduce --min-kb 4 --max-mb 1 --reps 200 >"$dir/ar"
         # size and the 'auto' column's microseconds
         awk '$1 ~ /^[0-9]+$/ { print $1, $10 }' "$dir/ar" | while read -r size us; do
             echo "$us" >>"$dir/ar_${size}_$mode"
         done
-        train "mlp_$mode" --model mlp --batch-size 64 --steps 300 --bucket-mb 1
-        train "lenet_$mode" --model lenet --batch-size 32 --steps 40 --bucket-mb 1
-        train "pipe_$mode" --model lenet --batch-size 32 --steps 40 --pipeline-stages 2 --micro-batches 8
+        train "mlp_$mode" --model mlp --batch-size 64 --steps 3000 --bucket-mb 1
+        train "lenet_$mode" --model lenet --batch-size 32 --steps 80 --bucket-mb 1
+        train "pipe_$mode" --model lenet --batch-size 32 --steps 80 --pipeline-stages 2 --micro-batches 8
     done
 done
 unset MF_TIMEOUT
 printf '%-34s %12s %12s %8s\n' "median of $rounds rounds" "off" "MF_TIMEOUT" "on/off"
-for f in "$dir"/ar_*_off; do
-    size=$(basename "$f" | cut -d_ -f2)
+for size in $(ls "$dir" | sed -n 's/^ar_\([0-9]*\)_off$/\1/p' | sort -n); do
+    f="$dir/ar_${size}_off"
     a=$(med <"$f")
     b=$(med <"$dir/ar_${size}_on")
     printf '%-34s %12s %12s %8.3f\n' "allreduce $size B, auto (us)" "$a" "$b" "$(echo "$b / $a" | bc -l)"

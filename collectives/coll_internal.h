@@ -21,6 +21,7 @@ struct mf_comm {
     bool is_twin;        /* the progress thread's duplicate of another */
     char *ledger_name;   /* "ranks 0-3" for the watchdog's ledger (ledger.c); lazily */
     int *world_ranks;    /* [size]: each member's world rank; lazily, with ledger_name */
+    int ledger_index, ledger_gen;   /* its count's place in the ledger, and that ledger's generation */
 };
 
 /* A buffer of at least bytes owned by c, kept between calls so that

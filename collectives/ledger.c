@@ -109,17 +109,23 @@ static mfi_ledger_slot *slot_of_thread(void)
     return NULL;
 }
 
-/* the number of communicator name, counting this entry; -1 when the
- * table is full (the wait is still recorded, unnumbered) */
-static int count_on(const char *name, long *seq)
+/* the number of communicator c, counting this entry; -1 when the table
+ * is full (the wait is still recorded, unnumbered). Its place in the
+ * table is kept with c. */
+static int count_on(mf_comm *c, long *seq)
 {
-    int k = 0;
-    while (k < L.ncomms && strcmp(L.comms[k].name, name)) k++;
-    if (k == L.ncomms) {
-        if (L.ncomms == MFI_LEDGER_COMMS) return *seq = 0, -1;
-        snprintf(L.comms[k].name, sizeof L.comms[k].name, "%s", name);
-        L.comms[k].seq = 0;
-        L.ncomms++;
+    int k = c->ledger_gen == generation + 1 ? c->ledger_index : -1;
+    if (k < 0) {
+        k = 0;
+        while (k < L.ncomms && strcmp(L.comms[k].name, c->ledger_name)) k++;
+        if (k == L.ncomms) {
+            if (L.ncomms == MFI_LEDGER_COMMS) return *seq = 0, -1;
+            snprintf(L.comms[k].name, sizeof L.comms[k].name, "%s", c->ledger_name);
+            L.comms[k].seq = 0;
+            L.ncomms++;
+        }
+        c->ledger_index = k;
+        c->ledger_gen = generation + 1;   /* 0: never placed (calloc'd communicators) */
     }
     *seq = ++L.comms[k].seq;
     return k;
@@ -132,27 +138,23 @@ static int enter(mf_comm *c, const char *op, const int *peers, int npeers)
 {
     if (!L.on || !c || c->size < 2) return 0;
     if (depth++ > 0) return -1;
+    double t = mfi_ledger_now();
     pthread_mutex_lock(&L.mu);
     mfi_ledger_slot *s = slot_of_thread();
     if (!s || !describe_comm(c)) {
         pthread_mutex_unlock(&L.mu);
         return -1;
     }
-    s->comm = peers ? -1 : count_on(c->ledger_name, &s->seq);
+    s->comm = peers ? -1 : count_on(c, &s->seq);
     if (peers) s->seq = 0;
-    snprintf(s->op, sizeof s->op, "%s", op);
-    snprintf(s->what, sizeof s->what, "%s", context);
-    int n = peers ? npeers : c->size;
-    s->nmembers = 0;
-    for (int i = 0; i < n && s->nmembers < MFI_LEDGER_MEMBERS; i++) {
-        int r = peers ? peers[i] : i, w = r >= 0 && r < c->size ? c->world_ranks[r] : -1;
-        bool seen = w < 0;
-        for (int j = 0; j < s->nmembers && !seen; j++) seen = s->members[j] == w;
-        if (!seen) s->members[s->nmembers++] = w;
-    }
-    if (peers) ranks_text(s->members, s->nmembers, s->where, sizeof s->where);
-    else snprintf(s->where, sizeof s->where, "%s", c->ledger_name);
-    s->since = mfi_ledger_now();
+    s->op = op;
+    s->what = context;
+    s->where = c->ledger_name;
+    s->world = c->world_ranks;
+    s->peers = peers;
+    s->n = peers ? npeers : c->size;
+    s->size = c->size;
+    s->since = t;
     s->reported = false;
     s->in = true;
     pthread_mutex_unlock(&L.mu);
@@ -191,19 +193,40 @@ long mfi_ledger_seq_locked(const char *name)
     return 0;
 }
 
+void mfi_ledger_copy_locked(const mfi_ledger_slot *s, mfi_ledger_wait *w)
+{
+    w->comm = s->comm;
+    w->seq = s->seq;
+    w->since = s->since;
+    snprintf(w->op, sizeof w->op, "%s", s->op);
+    snprintf(w->what, sizeof w->what, "%s", s->what);
+    w->nmembers = 0;
+    for (int i = 0; i < s->n && w->nmembers < MFI_LEDGER_MEMBERS; i++) {
+        int r = s->peers ? s->peers[i] : i, wr = r >= 0 && r < s->size ? s->world[r] : -1;
+        bool seen = wr < 0;
+        for (int j = 0; j < w->nmembers && !seen; j++) seen = w->members[j] == wr;
+        if (!seen) w->members[w->nmembers++] = wr;
+    }
+    if (s->peers) ranks_text(w->members, w->nmembers, w->where, sizeof w->where);
+    else snprintf(w->where, sizeof w->where, "%s", s->where);
+}
+
 void mfi_ledger_describe_locked(char *buf, size_t size)
 {
     size_t at = 0;
     double t = mfi_ledger_now();
-    for (int k = 0; k < MFI_LEDGER_SLOTS && at < size; k++) {
+    mfi_ledger_wait *w = malloc(sizeof *w);
+    for (int k = 0; w && k < MFI_LEDGER_SLOTS && at < size; k++) {
         const mfi_ledger_slot *s = &L.slots[k];
         if (!s->in) continue;
-        if (s->comm >= 0)
+        mfi_ledger_copy_locked(s, w);
+        if (w->comm >= 0)
             at += (size_t)snprintf(buf + at, size - at, "%s %s #%ld on %s for %.1f s", at ? "; and in" : "now in",
-                                   s->op, s->seq, s->where, t - s->since);
+                                   w->op, w->seq, w->where, t - w->since);
         else
             at += (size_t)snprintf(buf + at, size - at, "%s %s%s%s%s with %s for %.1f s", at ? "; and in" : "now in",
-                                   s->op, *s->what ? " (" : "", s->what, *s->what ? ")" : "", s->where, t - s->since);
+                                   w->op, *w->what ? " (" : "", w->what, *w->what ? ")" : "", w->where, t - w->since);
     }
+    free(w);
     if (!at && size) snprintf(buf, size, "now not communicating");
 }

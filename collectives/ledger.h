@@ -36,18 +36,34 @@ typedef struct mfi_ledger_comm {
     long seq;                     /* collectives entered there so far */
 } mfi_ledger_comm;
 
+/* A thread's wait as it is recorded: cheap to fill, so pointers into
+ * what stays valid while the wait lasts (the communicator, the waiting
+ * thread's context, the exchange's peer list). Read only with mu held
+ * and `in` set. */
 typedef struct mfi_ledger_slot {
     bool used;                    /* a thread owns it */
     bool in;                      /* ... and waits on other ranks now */
     bool reported;
     int comm;                     /* index into comms; -1: point-to-point or unnumbered */
     long seq;
-    char op[32];                  /* "allreduce", "point-to-point", "checkpoint I/O" */
-    char what[MFI_LEDGER_WHAT];   /* "gradient bucket 2 of 3 (1.5 MiB)" */
-    char where[MFI_LEDGER_NAME];  /* the communicator's name */
-    int members[MFI_LEDGER_MEMBERS], nmembers;   /* world ranks: all of c, or the peers */
+    const char *op;               /* "allreduce", "point-to-point", "checkpoint I/O" */
+    const char *what;             /* "gradient bucket 2 of 3, 1.50 MiB" */
+    const char *where;            /* the communicator's name */
+    const int *world;             /* its members' world ranks */
+    const int *peers;             /* point-to-point: the ranks of it waited on; NULL: all */
+    int n;                        /* how many of them */
+    int size;                     /* the communicator's */
     double since;
 } mfi_ledger_slot;
+
+/* A copy of a slot for a report, with the members in world ranks. */
+typedef struct mfi_ledger_wait {
+    int comm;
+    long seq;
+    char op[32], what[MFI_LEDGER_WHAT], where[MFI_LEDGER_NAME];
+    int members[MFI_LEDGER_MEMBERS], nmembers;
+    double since;
+} mfi_ledger_wait;
 
 typedef struct mfi_ledger {
     pthread_mutex_t mu;
@@ -69,5 +85,7 @@ void mfi_ledger_reset(bool on);
  * on now, for an answer to another rank's watchdog. */
 long mfi_ledger_seq_locked(const char *name);
 void mfi_ledger_describe_locked(char *buf, size_t size);
+/* With mu held: the copy of slot s (in) for a report. */
+void mfi_ledger_copy_locked(const mfi_ledger_slot *s, mfi_ledger_wait *w);
 
 #endif

@@ -39,6 +39,7 @@ enum { TAG_Q = 1, TAG_A = 2, MSG = 8192 };
 static struct {
     pthread_t thread;
     double timeout;
+    long poll_ns;             /* how often it looks: timeout/50, 20 to 250 ms */
     MPI_Comm comm;            /* the watchdog threads' own */
 } w;
 
@@ -67,10 +68,10 @@ static void serve(void)
     }
 }
 
-/* Asks every member of slot s but this rank (answers in ans, seq -1
+/* Asks every member of wait s but this rank (answers in ans, seq -1
  * when none came in 5 s), answering the others' queries meanwhile: they
  * may be asking us. */
-static void ask(const mfi_ledger_slot *s, const char *comm, int me, answer *ans, MPI_Request *req, MPI_Status *sts)
+static void ask(const mfi_ledger_wait *s, const char *comm, int me, answer *ans, MPI_Request *req, MPI_Status *sts)
 {
     char name[MFI_LEDGER_NAME] = "";   /* sent whole: the fixed size the receiver expects */
     snprintf(name, sizeof name, "%s", comm);
@@ -102,28 +103,18 @@ static void ask(const mfi_ledger_slot *s, const char *comm, int me, answer *ans,
 
 #define ADD(...) (at < MSG ? (at += (size_t)snprintf(msg + at, MSG - at, __VA_ARGS__)) : at)
 
-/* Asks the members of the late slot and prints the report. */
-static void report(const mfi_ledger_slot *late)
+/* Asks the members of the late wait s and prints the report. */
+static void report(const mfi_ledger_wait *s)
 {
-    mfi_ledger_slot *s = malloc(sizeof *s);
-    answer *ans = NULL;
-    MPI_Request *req = NULL;
-    MPI_Status *sts = NULL;
-    char *msg = NULL;
+    answer *ans = calloc((size_t)s->nmembers + 1, sizeof *ans);
+    MPI_Request *req = calloc((size_t)s->nmembers + 1, sizeof *req);
+    MPI_Status *sts = calloc((size_t)s->nmembers + 1, sizeof *sts);
+    char *msg = malloc(MSG);
     int me;
     MPI_Comm_rank(w.comm, &me);
-    pthread_mutex_lock(&L.mu);
-    if (s) *s = *late;
-    pthread_mutex_unlock(&L.mu);
-    if (s) {
-        ans = calloc((size_t)s->nmembers + 1, sizeof *ans);
-        req = calloc((size_t)s->nmembers + 1, sizeof *req);
-        sts = calloc((size_t)s->nmembers + 1, sizeof *sts);
-        msg = malloc(MSG);
-    }
-    if (!s || !ans || !req || !sts || !msg) {
-        fprintf(stderr, "mpiflow watchdog: rank %d has waited over %g s in %s (no memory to ask the others)\n", me,
-                w.timeout, late->op);
+    if (!ans || !req || !sts || !msg) {
+        fprintf(stderr, "mpiflow watchdog: rank %d has waited over %g s in %s on %s (no memory to ask the others)\n",
+                me, w.timeout, s->op, s->where);
         goto out;
     }
     double waited = mfi_ledger_now() - s->since;
@@ -150,7 +141,6 @@ static void report(const mfi_ledger_slot *late)
     }
     fprintf(stderr, "%s\n", msg);
 out:
-    free(s);
     free(ans);
     free(req);
     free(sts);
@@ -166,17 +156,20 @@ static void end_job(void)
     MPI_Abort(MPI_COMM_WORLD, 3);   /* MF_TIMEOUT asked for it */
 }
 
-/* the first slot that has waited too long, marked reported; NULL if none */
-static const mfi_ledger_slot *overdue(void)
+/* A copy of the first wait that has lasted too long, marked reported
+ * (the caller frees it); NULL if none. */
+static mfi_ledger_wait *overdue(void)
 {
-    const mfi_ledger_slot *late = NULL;
+    mfi_ledger_wait *late = NULL;
     double t = mfi_ledger_now();
     pthread_mutex_lock(&L.mu);
     for (int k = 0; k < MFI_LEDGER_SLOTS && !late; k++) {
         mfi_ledger_slot *s = &L.slots[k];
         if (s->in && !s->reported && t - s->since > w.timeout) {
             s->reported = true;
-            late = s;
+            late = malloc(sizeof *late);
+            if (late) mfi_ledger_copy_locked(s, late);
+            else fprintf(stderr, "mpiflow watchdog: a wait in %s has lasted over %g s\n", s->op, w.timeout);
         }
     }
     pthread_mutex_unlock(&L.mu);
@@ -188,12 +181,13 @@ static void *watch(void *arg)
     (void)arg;
     while (!atomic_load(&stopping)) {
         serve();
-        const mfi_ledger_slot *late = overdue();
+        mfi_ledger_wait *late = overdue();
         if (late) {
             report(late);
+            free(late);
             end_job();
         }
-        nanosleep(&(struct timespec){0, 20000000}, NULL);
+        nanosleep(&(struct timespec){0, w.poll_ns}, NULL);
     }
     return NULL;
 }
@@ -211,6 +205,8 @@ mf_status mfi_watchdog_start(void)
         MF_FAIL(MF_ERR_ARG, "MF_TIMEOUT needs MPI_THREAD_MULTIPLE for its watchdog thread; this MPI gives less");
     MFI_MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &w.comm));
     w.timeout = t;
+    double poll = t / 50 < 0.02 ? 0.02 : t / 50 > 0.25 ? 0.25 : t / 50;   /* each look is an MPI call */
+    w.poll_ns = (long)(poll * 1e9);
     atomic_store(&stopping, false);
     if (pthread_create(&w.thread, NULL, watch, NULL) != 0) {
         MPI_Comm_free(&w.comm);

@@ -46,6 +46,10 @@ case_() {
     timeout 60 gdb -p "$pid" -batch -ex "break $func" -ex "ignore 1 $ignore" -ex continue -ex "shell kill -STOP $pid" -ex detach \
         >"$T/$name.gdb" 2>&1
     grep -q "Breakpoint 1, " "$T/$name.gdb" || { cat "$T/$name.gdb" "$T/$name.out"; fail "$name: rank 1 never reached $func"; }
+    # the SIGSTOP queued while gdb held the process must have stopped it
+    state=$(sed -n 's/^State:[[:space:]]*\([A-Za-z]\).*/\1/p' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$state" ] || { cat "$T/$name.gdb" "$T/$name.out"; fail "$name: rank 1 died under gdb"; }
+    [ "$state" = T ] || kill -STOP "$pid"
     stopped=$(date +%s)
     wait "$job"
     rc=$?
@@ -55,7 +59,7 @@ case_() {
     [ "$rc" -ne 124 ] || { cat "$T/$name.out"; fail "$name: the job hung until timeout(1) killed it"; }
     [ "$took" -le 25 ] || { cat "$T/$name.out"; fail "$name: the job took $took s after the stop to end"; }
     report=$(grep "mpiflow watchdog: rank [0-9]* has waited" "$T/$name.out" | head -1)
-    echo "$report" | grep -Eq "$pattern" || { cat "$T/$name.out"; fail "$name: no report matching: $pattern"; }
+    echo "$report" | grep -Eq "$pattern" || { cat "$T/$name.out" "$T/$name.gdb"; fail "$name: exit $rc after $took s, no report matching: $pattern"; }
     echo "$report" | grep -q "rank 1 (no answer in 5 s)" || { cat "$T/$name.out"; fail "$name: the report does not name rank 1"; }
     echo "ok: $name: exit $rc, $took s after the stop: $report"
 }
