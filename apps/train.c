@@ -165,7 +165,7 @@ static void progress(run *r, int64_t step, int64_t epoch, double loss, double lr
     double per_step = step > r->start_step ? elapsed / (double)(step - r->start_step) : 0;
     fmt_time(per_step * (double)(r->total_steps - step), eta, sizeof eta);
     if (r->bar) {
-        int width = 24, fill = (int)(width * step / r->total_steps);
+        int width = 24, fill = (int)(width * ((double)step / (double)r->total_steps));
         char bar[64];
         for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
         bar[width] = '\0';
