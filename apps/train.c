@@ -126,7 +126,7 @@ static mf_status build(run *r)
     if (bst != MF_OK) return bst;
     bool prefetch = o->prefetch < 0 ? mf_threads() < mf_cores() : o->prefetch > 0;
     mf_loader_opts lo = {o->batch_size, o->seed, true, true, r->mean, r->std, prefetch, r->par.shard_index,
-                         r->par.shard_count, r->par.micro_batches};
+                         r->par.shard_count, r->par.loader_micro};
     r->loader = mf_loader_create(r->train, &lo);
     if (!r->loader) return mf_last_status();
     r->steps_per_epoch = mf_loader_batches_per_epoch(r->loader);
@@ -202,7 +202,7 @@ static mf_status pipe_eval(run *r, int64_t rows, mf_tensor *x, mf_tensor *y, dou
 {
     int n = r->par.micro_batches < rows ? r->par.micro_batches : (int)rows;
     mf_tensor *mx[MF_LOADER_MAX_MICRO], *my[MF_LOADER_MAX_MICRO];
-    mf_status st = par_micro_batches(&r->par, rows, n, x, y, mx, my);
+    mf_status st = par_micro_batches(&r->par, rows, n, false, x, y, mx, my);
     if (st == MF_OK) st = mf_pipeline_eval(r->par.pipe, n, mx, my, eval_metric, NULL, 2, v);
     destroy_all(n, mx);
     destroy_all(n, my);
@@ -216,6 +216,7 @@ static mf_status evaluate(run *r, double *loss, double *acc)
                          r->par.shard_count, r->par.micro_batches};
     mf_loader *l = mf_loader_create(r->test, &lo);
     if (!l) return mf_last_status();
+    uint64_t draws = mf_rng_draws();   /* evaluation leaves training's random stream as it was */
     mf_module_train(r->model, false);
     mf_no_grad_begin();
     double sum = 0, correct = 0;
@@ -252,6 +253,7 @@ static mf_status evaluate(run *r, double *loss, double *acc)
     }
     mf_no_grad_end();
     mf_module_train(r->model, true);
+    mf_rng_set_draws(draws);
     mf_loader_destroy(l);
     *loss = n ? sum / (double)n : NAN;
     *acc = n ? correct / (double)n : NAN;
@@ -264,7 +266,7 @@ static mf_status pipe_train_step(run *r, mf_tensor *x, mf_tensor *y, double *los
 {
     int n = r->par.micro_batches;
     mf_tensor *mx[MF_LOADER_MAX_MICRO], *my[MF_LOADER_MAX_MICRO];
-    mf_status st = par_micro_batches(&r->par, mf_loader_batch_rows(r->loader), n, x, y, mx, my);
+    mf_status st = par_micro_batches(&r->par, mf_loader_batch_rows(r->loader), n, r->par.shards > 0, x, y, mx, my);
     if (st == MF_OK) st = mf_optim_zero_grad(r->optim);
     if (st == MF_OK) st = mf_pipeline_train_step(r->par.pipe, mx, my, NULL, NULL, loss_out);
     double t0 = mf_time();

@@ -148,8 +148,31 @@ void mfi_prof_add(mf_prof_class c, double seconds);
 /* --------------------------------------------------------------- random */
 /* 64-bit key of a string (FNV-1a), for Philox keys from names. */
 uint64_t mfi_hash_str(const char *s);
-/* Next draw number of the global generator (rand/randn/dropout). */
+/* The key of the next draw (rand/randn/dropout) in the current scope
+ * (lib/rng.c). */
 uint64_t mfi_rng_next_key(void);
+/* The key of draw n (1, 2, ...) in scope `scope` (0: the top level). */
+uint64_t mfi_rng_key(uint64_t scope, uint64_t n);
+typedef struct mfi_rng_scope {
+    uint64_t key, n;    /* the scope's key and the draws taken in it */
+    int depth;          /* 0: the top level, counted by mf_rng_draws */
+} mfi_rng_scope;
+/* Makes `key` the current scope with n draws taken; returns what to
+ * give mfi_rng_leave. mf_module_forward runs each forward in its own
+ * scope: mfi_rng_enter(mfi_rng_next_key(), 0). */
+mfi_rng_scope mfi_rng_enter(uint64_t key, uint64_t n);
+void mfi_rng_leave(mfi_rng_scope saved);
+/* Which samples of the step's batch the tensors now computed hold:
+ * global row g of a batch of nrows rows is sample
+ *   base + (g / chunk) * stride + g % chunk   (chunk > 0), or base + g.
+ * nrows 0 (the default): the rows are the batch itself. */
+typedef struct mfi_rng_rows { int64_t nrows, base, chunk, stride; } mfi_rng_rows;
+void mfi_rng_set_rows(const mfi_rng_rows *r);   /* NULL: the default */
+mfi_rng_rows mfi_rng_get_rows(void);
+/* The element index that picks the random value of global element e of
+ * a tensor of numel elements whose first dimension runs over the rows:
+ * sample * (numel / nrows) + e's place within its sample. */
+int64_t mfi_rng_sample_index(const mfi_rng_rows *r, int64_t numel, int64_t e);
 
 /* ------------------------------------------------------------ datasets */
 /* ---- a plain or gzip file read to its exact end (io/zfile.c) */

@@ -1,33 +1,82 @@
 /*
- * lib/rng.c - the global seed, draw keys and keyed initialisation.
+ * lib/rng.c - the global seed, draw keys, sample-keyed indices and keyed
+ * initialisation (doc/design.md, "Determinism").
  *
- * Each random tensor gets a 64-bit key: rand/randn/dropout take the next
- * draw number of the global generator (reset by mf_manual_seed, and the
- * same on every rank because every rank runs the same program);
- * parameters use a hash of their dotted name. Values then come from
- * lib/rng.h by element index.
+ * Each random tensor gets a 64-bit key. Keys are scoped by module: a
+ * module's forward (mf_module_forward) takes the next key of its
+ * parent's scope as its own scope, and the draws inside it (dropout,
+ * rand, randn) are numbered 1, 2, ... within that scope. At the top
+ * level the draws are counted by mf_rng_draws, which checkpoints save.
+ * So layer c of a Sequential draws key(key(top, step's draw), c + 1)
+ * whether the Sequential runs whole or cut into pipeline stages, and
+ * every rank agrees because every rank runs the same program.
+ *
+ * Inside a key a value is picked by element index. The pipeline
+ * executor declares which samples of the step's batch a micro-batch
+ * holds (mfi_rng_set_rows), and dropout turns a global element index
+ * into (sample, element within the sample), so masks follow samples,
+ * not the way a batch is cut. Parameters use a hash of their dotted
+ * name. Values then come from lib/rng.h.
  */
 #include "lib/internal.h"
 
 static uint64_t global_seed = 0;
-static uint64_t draw_counter = 0;
+static uint64_t top_draws = 0;       /* draws at the top level (mf_rng_draws) */
+static mfi_rng_scope cur = {0, 0, 0};   /* the scope draws are taken in now */
+static mfi_rng_rows rows = {0, 0, 0, 0};
 
 void mf_manual_seed(uint64_t seed)
 {
     global_seed = seed;
-    draw_counter = 0;
+    top_draws = 0;
+    cur = (mfi_rng_scope){0, 0, 0};
 }
 
 uint64_t mf_seed(void) { return global_seed; }
 
-uint64_t mf_rng_draws(void) { return draw_counter; }
-void mf_rng_set_draws(uint64_t n) { draw_counter = n; }
+uint64_t mf_rng_draws(void) { return top_draws; }
+void mf_rng_set_draws(uint64_t n) { top_draws = n; }
+
+/* splitmix64's finaliser: a bijection that mixes every bit */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+uint64_t mfi_rng_key(uint64_t scope, uint64_t n)
+{
+    /* The top level spreads the draw number by an odd multiplier; name
+     * keys are FNV-1a hashes, and a clash between any two is as unlikely
+     * as any 64-bit collision. */
+    return scope ? mix64(scope ^ mix64(n + 0x632be59bd9b4e019ull)) : 0x9e3779b97f4a7c15ull * n;
+}
 
 uint64_t mfi_rng_next_key(void)
 {
-    /* Spread by an odd multiplier; name keys are FNV-1a hashes, and a
-     * clash between the two is as unlikely as any 64-bit collision. */
-    return 0x9e3779b97f4a7c15ull * ++draw_counter;
+    if (!cur.depth) return mfi_rng_key(0, ++top_draws);
+    return mfi_rng_key(cur.key, ++cur.n);
+}
+
+mfi_rng_scope mfi_rng_enter(uint64_t key, uint64_t n)
+{
+    mfi_rng_scope saved = cur;
+    cur = (mfi_rng_scope){key, n, saved.depth + 1};
+    return saved;
+}
+
+void mfi_rng_leave(mfi_rng_scope saved) { cur = saved; }
+
+void mfi_rng_set_rows(const mfi_rng_rows *r) { rows = r ? *r : (mfi_rng_rows){0, 0, 0, 0}; }
+mfi_rng_rows mfi_rng_get_rows(void) { return rows; }
+
+int64_t mfi_rng_sample_index(const mfi_rng_rows *r, int64_t numel, int64_t e)
+{
+    if (!r->nrows || numel % r->nrows) return e;   /* not one row per sample: by element */
+    int64_t per = numel / r->nrows, row = e / per;
+    int64_t sample = r->chunk ? r->base + row / r->chunk * r->stride + row % r->chunk : r->base + row;
+    return sample * per + e % per;
 }
 
 uint64_t mfi_hash_str(const char *s)

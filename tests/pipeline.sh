@@ -6,7 +6,8 @@
 #   give the 1-rank run's losses (same micro-batches) digit for digit,
 #   and its test loss; with data or tensor parallelism inside the stages
 #   (4 ranks) and the 2x2x2 dp x tp x pp case on 8 ranks, within 1e-5;
-# - without dropout, the pipeline trains like the plain 1-rank run;
+# - the pipeline trains like the plain 1-rank run without micro-batches,
+#   dropout included (masks follow samples, not micro-batches);
 # - checkpoints: saved with 2 stages and resumed on 1 rank, and the
 #   reverse, continue the straight run's losses;
 # - --trace shows each stage's micro-batches;
@@ -57,6 +58,23 @@ for sched in gpipe 1f1b; do
     [ "$rc" -eq 0 ] || fail "lenet dp x tp x pp 2x2x2 on 8 ranks, $sched: exit $rc"
     grep -q "stage 1: layers .* on 4-7 mesh 2x2" "$T/out" || fail "8 ranks: stage 1 is not ranks 4-7 as a 2x2 mesh"
     same_losses "$T/ref.csv" "$T/got.csv" "lenet dp x tp x pp 2x2x2 on 8 ranks, $sched"
+done
+
+# dropout keyed by sample: 2 stages x 4 micro-batches train as the plain
+# whole batch (no --micro-batches) over 20 steps, GPipe and 1F1B
+plain="--model lenet --dataset synthetic --synthetic-size 640,60 --batch-size 32 --steps 20 --log-every 1 --seed 5
+    --threads 1 --no-eval"
+for opt in sgd momentum; do
+    # shellcheck disable=SC2086
+    run_train 1 $plain --optimizer "$opt" --metrics "$T/plain.csv" >/dev/null
+    [ "$rc" -eq 0 ] || fail "plain lenet, $opt: exit $rc"
+    for sched in gpipe 1f1b; do
+        # shellcheck disable=SC2086
+        run_train 2 $plain --optimizer "$opt" --pipeline-stages 2 --micro-batches 4 --schedule "$sched" \
+            --metrics "$T/got.csv" >/dev/null
+        [ "$rc" -eq 0 ] || fail "lenet, 2 stages x 4 micro-batches, $opt, $sched: exit $rc"
+        same_losses "$T/plain.csv" "$T/got.csv" "lenet with dropout, 2 stages x 4 micro-batches ($opt, $sched) against the plain 1-rank run"
+    done
 done
 
 # no dropout: 4 micro-batches over 2 stages train as the plain whole batch

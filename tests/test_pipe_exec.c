@@ -62,7 +62,7 @@ static setup build(int P, const int *first, mf_placement **pl, const char *psbp,
             ck_assert_ok(mf_module_to_global(child, pl[k], sb));
         }
     }
-    mf_pipeline_opts o = {P, first, pl, ins, M, sc};
+    mf_pipeline_opts o = {P, first, pl, ins, M, sc, 0};
     s.pipe = mf_pipeline_create(s.m, &o);
     ck_assert_nonnull(s.pipe);
     return s;
@@ -111,7 +111,7 @@ static double step(setup *s, int M, const char *sbp, mf_tensor **grads)
     mf_rng_set_draws(100);
     double loss = 0;
     ck_assert_ok(mf_pipeline_train_step(s->pipe, x, y, NULL, NULL, &loss));
-    ck_assert_int_eq(mf_rng_draws(), 100 + (uint64_t)M * NCH * 64);   /* the same after the step everywhere */
+    ck_assert_int_eq(mf_rng_draws(), 101);   /* one draw, as the whole model's forward, everywhere */
     free_batch(M, x, y);
     mf_tensor_list *l = mf_module_parameters(s->m);
     for (int i = 0; i < l->n; i++) {
@@ -203,16 +203,17 @@ START_TEST(test_parallel_stages)
 }
 END_TEST
 
-/* Without dropout, the pipeline's step is the plain full-batch step:
- * the 1/M scaling and the accumulation give the batch mean's gradients. */
+/* The pipeline's step is the plain full-batch step, dropout included:
+ * masks follow samples and layers, not micro-batches, and the 1/M
+ * scaling and the accumulation give the batch mean's gradients. */
 START_TEST(test_matches_plain_step)
 {
     int n = mf_world_size(), P = n < 4 ? n : 4;
     const int M = 3, firsts[4][5] = {{0, 6}, {0, 3, 6}, {0, 2, 4, 6}, {0, 1, 3, 5, 6}};
-    p_drop = 0;
     mf_module *plain = model();
     mf_manual_seed(3);
     mf_tensor *fx = mf_randn(MF_F32, MF_DIMS(B, IN)), *fy = TI64(MF_DIMS(B), 0, 2, 1, 1, 0, 2);
+    mf_rng_set_draws(100);   /* as step() does */
     mf_tensor *out = mf_module_forward(plain, fx), *loss = mf_cross_entropy(out, fy, MF_REDUCTION_MEAN);
     ck_assert_ok(mf_backward(loss));
     mf_placement *pl[4];
@@ -233,7 +234,6 @@ START_TEST(test_matches_plain_step)
     mf_tensor *all[] = {fx, fy, out, loss};
     for (int i = 0; i < 4; i++) mf_tensor_destroy(all[i]);
     mf_module_destroy(plain);
-    p_drop = 0.3;
 }
 END_TEST
 
@@ -251,7 +251,7 @@ START_TEST(test_errors)
     const char *ins[2] = {"S(0)", "S(0)"};
     const int cut[3] = {0, 3, 6};
     mf_module *m = model();
-    mf_pipeline_opts o = {2, cut, both, ins, 2, MF_PIPELINE_1F1B};
+    mf_pipeline_opts o = {2, cut, both, ins, 2, MF_PIPELINE_1F1B, 0};
     ck_assert_fails(mf_pipeline_create(m, &o), MF_ERR_ARG, "stage placements overlap: rank 0 is in stage 0");
     mf_placement *two[2] = {p0, p1};
     o.placements = two;
@@ -271,6 +271,14 @@ START_TEST(test_errors)
     setup s = build(2, cut, two, "B", "S(0)", 2, MF_PIPELINE_1F1B);
     m = model();   /* everything on stage 0's ranks */
     ck_assert_ok(mf_module_to_global(m, p0, "B"));
+    o.shards = 5;   /* 2 micro-batches x 1 rank per stage are 2 shards */
+    ck_assert_fails(mf_pipeline_create(m, &o), MF_ERR_ARG, "5 deterministic shards over stage 0's 1 rank(s)");
+    o.shards = 2;
+    const char *bcast[2] = {"B", "S(0)"};
+    o.input_sbp = bcast;
+    ck_assert_fails(mf_pipeline_create(m, &o), MF_ERR_ARG, "deterministic shards need data parallelism");
+    o.input_sbp = ins;
+    o.shards = 0;
     ck_assert_fails(mf_pipeline_create(m, &o), MF_ERR_ARG, "'3.weight' of layer 3 is on placement '0', not on stage 1's");
     const char *partial[2] = {"S(0)", "P"};
     o.input_sbp = partial;

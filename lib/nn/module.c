@@ -151,7 +151,11 @@ mf_tensor *mf_module_forward(mf_module *m, mf_tensor *x)
         return NULL;
     }
     if (mfi_check_input(mf_module_type(m), "input", x) != MF_OK) return NULL;
-    return m->ops->forward(m, x);
+    /* its own random scope: its draws do not depend on its neighbours' */
+    mfi_rng_scope saved = mfi_rng_enter(mfi_rng_next_key(), 0);
+    mf_tensor *y = m->ops->forward(m, x);
+    mfi_rng_leave(saved);
+    return y;
 }
 
 void mf_module_destroy(mf_module *m)

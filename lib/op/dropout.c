@@ -1,18 +1,30 @@
 /*
  * lib/op/dropout.c - inverted dropout with a Philox mask.
  *
- * Each call takes the next draw key of the global generator, so the mask
- * depends only on (seed, call number, element index): the same on any
- * rank that computes the element. The gradient is gy times the mask
- * (0 or 1/(1-p)).
+ * Each call takes the next draw key of its module's scope, and an element
+ * picks its value by (sample, place within the sample) when the rows are
+ * samples (lib/rng.c): the mask depends on (seed, step, layer, sample),
+ * the same on any rank that computes the element and however the batch
+ * is cut into micro-batches. The gradient is gy times the mask (0 or
+ * 1/(1-p)).
  */
+#include <string.h>
 #include "lib/internal.h"
 
 typedef struct drop_attrs {
     double p;
     uint64_t key;
-    int64_t index0;      /* global index of the first element (global tensors) */
+    int64_t index0;      /* the value index of the first element */
+    mfi_rng_rows rows;   /* which samples the rows are */
 } drop_attrs;
+
+/* a piece holds whole rows of consecutive samples (S(0) blocks) */
+static int64_t value_index(const drop_attrs *a, const mfi_meta *m, int64_t first)
+{
+    int64_t numel = 1;   /* of the global tensor */
+    for (int d = 0; d < m->ndim; d++) numel *= m->shape[d];
+    return mfi_rng_sample_index(&a->rows, numel, first);
+}
 
 static mf_status drop_infer(mfi_call *c, mfi_meta *out)
 {
@@ -59,7 +71,7 @@ static int drop_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
 static void drop_localize(const mfi_call *c, void *attrs, const mfi_box *ob)
 {
     drop_attrs *a = attrs;
-    a->index0 = mfi_box_first_index(&c->out_meta, ob);
+    a->index0 = value_index(a, &c->out_meta, mfi_box_first_index(&c->out_meta, ob));
 }
 
 static const mfi_op drop_op = {"mf_dropout", 0, drop_infer, drop_forward, drop_backward, drop_sbp, drop_localize};
@@ -78,6 +90,9 @@ mf_tensor *mf_dropout(mf_tensor *x, double p, bool training)
         mf_tensor_destroy(z);
         return y;
     }
-    drop_attrs a = {p, mfi_rng_next_key(), 0};
+    drop_attrs a = {p, mfi_rng_next_key(), 0, mfi_rng_get_rows()};
+    mfi_meta m = {x->dtype, x->ndim, {0}};   /* a local tensor: all of it (global ones: drop_localize) */
+    memcpy(m.shape, x->shape, sizeof m.shape);
+    a.index0 = value_index(&a, &m, 0);
     return mfi_apply(&drop_op, 1, &x, &a, sizeof a);
 }

@@ -26,11 +26,13 @@
  * placement skips an op's kernels and keeps the global shape and SBP,
  * so this "ghost" forward costs microseconds and no communication.
  *
- * Determinism: before child c runs on micro-batch m the generator's
- * draw counter is set to base + (m * children + c) * DRAWS, so dropout
- * masks depend on (step, micro-batch, layer), not on how the model is
- * cut or which schedule runs. Backwards run in micro-batch order on
- * every stage, as on one rank, so gradients add up in the same order.
+ * Determinism: a step takes one top-level draw, as the whole model's
+ * forward does on one rank, and child c runs in that draw's scope as the
+ * Sequential's child c would (lib/rng.c); the rows of micro-batch m are
+ * declared as the samples they are in the step's batch. So dropout masks
+ * depend on (step, layer, sample), not on the micro-batches, the cut or
+ * the schedule. Backwards run in micro-batch order on every stage, as on
+ * one rank, so gradients add up in the same order.
  *
  * The first call of each kind runs micro-batch 0 once through all stages
  * in the SPMD way (every rank, blocking transfers) and agrees on the
@@ -41,8 +43,7 @@
 #include <stdio.h>
 #include "lib/global/global_internal.h"
 #include "lib/optim/optim_internal.h"
-
-#define DRAWS 64    /* random draws one layer may take per forward */
+#include "lib/pipeline/shards.h"
 
 struct mf_pipeline {
     mf_module *seq;
@@ -53,6 +54,10 @@ struct mf_pipeline {
     mf_pipeline_schedule sched;
     bool probed_train, probed_eval;
     mf_pipeline_stats stats;
+    mfi_rng_rows *rows;   /* [cap]: which samples of the batch micro-batch m holds */
+    int rows_cap;
+    int V;                /* deterministic mode's shards (0: off) */
+    mfi_shards *shards;   /* their gradients on this rank's stage */
 };
 
 /* one micro-batch on this rank's stage */
@@ -112,6 +117,7 @@ static mf_status check_opts(mf_pipeline *pp, mf_module *seq, const mf_pipeline_o
         MF_FAIL(MF_ERR_ARG, "%s: %d stages for a model of %d layers (1 .. %d, one layer at least per stage)", fn,
                 o->nstages, n, n < MF_MAX_STAGES ? n : MF_MAX_STAGES);
     if (o->micro_batches < 1) MF_FAIL(MF_ERR_ARG, "%s: %d micro-batches (at least 1)", fn, o->micro_batches);
+    if (o->shards < 0) MF_FAIL(MF_ERR_ARG, "%s: %d deterministic shards", fn, o->shards);
     if (o->schedule != MF_PIPELINE_GPIPE && o->schedule != MF_PIPELINE_1F1B)
         MF_FAIL(MF_ERR_ARG, "%s: unknown schedule %d", fn, (int)o->schedule);
     if (!o->first || !o->placements || !o->input_sbp)
@@ -148,6 +154,13 @@ static mf_status check_opts(mf_pipeline *pp, mf_module *seq, const mf_pipeline_o
             if (sb->d[d].kind == MF_SBP_P)
                 MF_FAIL(MF_ERR_ARG, "%s: stage %d's input layout '%s' is partial; inputs arrive split or "
                         "broadcast", fn, s, o->input_sbp[s]);
+        int k = o->placements[s]->n;
+        if (o->shards && (sb->ndim != 1 || sb->d[0].kind != MF_SBP_S || sb->d[0].axis != 0))
+            MF_FAIL(MF_ERR_ARG, "%s: deterministic shards need data parallelism: stage %d's input is '%s', not "
+                    "S(0) on a 1-D placement", fn, s, o->input_sbp[s]);
+        if (o->shards && o->micro_batches * k != o->shards)
+            MF_FAIL(MF_ERR_ARG, "%s: %d deterministic shards over stage %d's %d rank(s) make %d micro-batches of one "
+                    "shard each, not %d", fn, o->shards, s, k, o->shards % k ? -1 : o->shards / k, o->micro_batches);
     }
     return MF_OK;
 }
@@ -164,6 +177,7 @@ mf_pipeline *mf_pipeline_create(mf_module *seq, const mf_pipeline_opts *o)
         pp->seq = seq;
         pp->P = o->nstages;
         pp->M = o->micro_batches;
+        pp->V = o->shards;
         pp->sched = o->schedule;
         pp->nch = mf_module_num_children(seq);
         pp->me = -1;
@@ -185,6 +199,8 @@ void mf_pipeline_destroy(mf_pipeline *pp)
 {
     if (!pp) return;
     for (int s = 0; s < pp->P; s++) mf_placement_destroy(pp->pl[s]);
+    mfi_shards_destroy(pp->shards);
+    free(pp->rows);
     free(pp);
 }
 
@@ -199,26 +215,52 @@ mf_status mf_pipeline_last_stats(const mf_pipeline *pp, mf_pipeline_stats *out)
 }
 
 /* ------------------------------------------------------------- pieces */
+/* Declares the samples of the batch that each of the n micro-batches
+ * holds: micro-batch m's rows follow micro-batch m - 1's. */
+static mf_status layout_rows(mf_pipeline *pp, int n, mf_tensor *const *x)
+{
+    if (n > pp->rows_cap) {
+        mfi_rng_rows *r = realloc(pp->rows, (size_t)n * sizeof *r);
+        if (!r) MF_FAIL(MF_ERR_NOMEM, "pipeline: out of memory");
+        pp->rows = r;
+        pp->rows_cap = n;
+    }
+    int64_t base = 0;
+    for (int m = 0; m < n; m++) {
+        int64_t rows = x[m]->ndim ? x[m]->shape[0] : 1;
+        pp->rows[m] = (mfi_rng_rows){rows, base, 0, 0};
+        base += rows;
+    }
+    return MF_OK;
+}
+
+/* Deterministic mode: micro-batch m's rank r holds shard r * n + m of
+ * s rows, which is samples (r * n + m) * s ... */
+static mf_status layout_shards(mf_pipeline *pp, int n, mf_tensor *const *x)
+{
+    MF_TRY(layout_rows(pp, n, x));
+    int k = pp->pl[0]->n;
+    for (int m = 0; m < n; m++) {
+        int64_t s = pp->rows[m].nrows / k;
+        pp->rows[m] = (mfi_rng_rows){k * s, m * s, s, n * s};
+    }
+    return MF_OK;
+}
+
 /* Stage s's children on micro-batch m (real on its ranks, metadata
- * elsewhere). base: the draw counter at the step's start. */
-static mf_tensor *run_stage(mf_pipeline *pp, int s, int m, uint64_t base, mf_tensor *x)
+ * elsewhere). key: the step's draw, the whole model's scope. */
+static mf_tensor *run_stage(mf_pipeline *pp, int s, int m, uint64_t key, mf_tensor *x)
 {
     mf_tensor *cur = mf_tensor_retain(x);
+    mfi_rng_set_rows(&pp->rows[m]);
     for (int c = pp->first[s]; c < pp->first[s + 1] && cur; c++) {
-        uint64_t at = base + ((uint64_t)m * (uint64_t)pp->nch + (uint64_t)c) * DRAWS;
-        mf_rng_set_draws(at);
-        mf_module *child = mf_module_child_at(pp->seq, c);
-        mf_tensor *y = mf_module_forward(child, cur);
+        mfi_rng_scope saved = mfi_rng_enter(key, (uint64_t)c);   /* as the Sequential's child c */
+        mf_tensor *y = mf_module_forward(mf_module_child_at(pp->seq, c), cur);
+        mfi_rng_leave(saved);
         mf_tensor_destroy(cur);
         cur = y;
-        if (y && mf_rng_draws() - at > DRAWS) {
-            mfi_error(MF_ERR_STATE, "pipeline: layer %d (%s) took %llu random draws in one forward; a pipelined "
-                      "layer may take at most %d", c, mf_module_type(child), (unsigned long long)(mf_rng_draws() - at),
-                      DRAWS);
-            mf_tensor_destroy(y);
-            return NULL;
-        }
     }
+    mfi_rng_set_rows(NULL);
     if (!cur) mfi_error_context("pipeline stage %d, micro-batch %d", s, m);
     return cur;
 }
@@ -252,9 +294,9 @@ static mf_tensor *meta_on(const mf_tensor *t, const mf_placement *p, const mf_nd
  * its partial sums done; then, by `next`, left on stage s, moved to
  * stage s + 1's input layout (blocking), or only its metadata put there. */
 enum { STAY, MOVE, META };
-static mf_tensor *through_stage(mf_pipeline *pp, int s, int m, uint64_t base, mf_tensor *x, int next)
+static mf_tensor *through_stage(mf_pipeline *pp, int s, int m, uint64_t key, mf_tensor *x, int next)
 {
-    mf_tensor *y = run_stage(pp, s, m, base, x);
+    mf_tensor *y = run_stage(pp, s, m, key, x);
     mf_tensor *out = y ? sendable(y) : NULL;
     mf_tensor_destroy(y);
     if (!out || next == STAY) return out;
@@ -266,12 +308,12 @@ static mf_tensor *through_stage(mf_pipeline *pp, int s, int m, uint64_t base, mf
 
 /* What stage me-1 sends for micro-batch m, as metadata: the stages
  * before this rank's run on x's metadata (this rank is in none of them). */
-static mf_tensor *ghost_input(mf_pipeline *pp, int m, uint64_t base, mf_tensor *x)
+static mf_tensor *ghost_input(mf_pipeline *pp, int m, uint64_t key, mf_tensor *x)
 {
     bool prev = mf_set_grad_enabled(false);
     mf_tensor *g = mf_tensor_retain(x);
     for (int j = 0; j < pp->me && g; j++) {
-        mf_tensor *h = through_stage(pp, j, m, base, g, j + 1 < pp->me ? META : STAY);
+        mf_tensor *h = through_stage(pp, j, m, key, g, j + 1 < pp->me ? META : STAY);
         mf_tensor_destroy(g);
         g = h;
     }
@@ -335,9 +377,9 @@ static mf_status probe(mf_pipeline *pp, mf_tensor *x, mf_tensor *y, mf_pipeline_
     mf_module_train(pp->seq, false);
     mf_no_grad_begin();
     mf_tensor *cur = mf_tensor_retain(x);
-    mf_status st = MF_OK;
+    mf_status st = layout_rows(pp, 1, &x);
     for (int s = 0; s < pp->P && st == MF_OK; s++) {
-        mf_tensor *next = through_stage(pp, s, 0, base, cur, s + 1 < pp->P ? MOVE : STAY);
+        mf_tensor *next = through_stage(pp, s, 0, mfi_rng_key(0, base + 1), cur, s + 1 < pp->P ? MOVE : STAY);
         mf_tensor_destroy(cur);
         cur = next;
         st = mf_agree(cur ? MF_OK : mf_last_status());
@@ -370,6 +412,7 @@ typedef struct run {
     mf_pipeline *pp;
     int n;                        /* micro-batches */
     uint64_t base;                /* the draw counter at the start */
+    uint64_t key;                 /* the step's draw: the model's random scope */
     mb *mbs;
     mf_tensor *const *x, *const *y;
     bool train;
@@ -378,6 +421,8 @@ typedef struct run {
     void *user;
     int nvals;
     double vals[MAX_VALS];        /* training: the loss of each micro-batch, summed in order */
+    double *mine;                 /* deterministic mode: this rank's summed loss of each shard */
+    int64_t rows;                 /* ... and the batch's rows */
     double busy;
     int in_flight, max_in_flight;
 } run;
@@ -422,7 +467,7 @@ static mf_status post_recv_act(run *r, int m)
 {
     mf_pipeline *pp = r->pp;
     mb *b = &r->mbs[m];
-    b->ghost = ghost_input(pp, m, r->base, r->x[m]);
+    b->ghost = ghost_input(pp, m, r->key, r->x[m]);
     if (!b->ghost) return mf_last_status();
     return transfer(b->ghost, pp->pl[pp->me], &pp->in_sbp[pp->me], &b->recv_act, true, "activation", m, pp->me - 1);
 }
@@ -433,6 +478,16 @@ static mf_status last_stage(run *r, int m, mf_tensor *out)
     mb *b = &r->mbs[m];
     mf_tensor *vals[MAX_VALS] = {NULL};
     mf_status st = MF_OK;
+    if (r->train && r->pp->V) {   /* a shard's summed loss over the batch's rows, kept apart */
+        vals[0] = r->loss ? r->loss(out, r->y[m], r->user) : mf_cross_entropy(out, r->y[m], MF_REDUCTION_SUM);
+        if (!vals[0]) return mf_last_status();
+        const mf_tensor *l = vals[0]->global ? vals[0]->global->local : vals[0];
+        r->mine[m] = l ? mf_tensor_item(l) : NAN;
+        b->out = mf_scale(vals[0], 1.0 / (double)r->rows);
+        if (!b->out) st = mf_last_status();
+        mf_tensor_destroy(vals[0]);
+        return st;
+    }
     if (r->train) {
         vals[0] = r->loss ? r->loss(out, r->y[m], r->user) : mf_cross_entropy(out, r->y[m], MF_REDUCTION_MEAN);
         if (!vals[0]) return mf_last_status();
@@ -491,7 +546,7 @@ static mf_status forward_one(run *r, int m)
         if (m + 1 < r->n) MF_TRY(post_recv_act(r, m + 1));   /* the next one may arrive while this runs */
     }
     double t0 = mf_time();
-    mf_tensor *out = run_stage(pp, s, m, r->base, b->in);
+    mf_tensor *out = run_stage(pp, s, m, r->key, b->in);
     if (!out) return mf_last_status();
     mf_status st = MF_OK;
     if (s == pp->P - 1) st = last_stage(r, m, out);
@@ -551,9 +606,10 @@ static mf_status backward_one(run *r, int m)
     double t0 = mf_time();
     /* data-parallel sums start in the last backward, on the accumulated
      * gradients (DDP's no_sync for the others) */
-    mfi_grad_buckets_hold(m < r->n - 1);
+    mfi_grad_buckets_hold(pp->V || m < r->n - 1);   /* deterministic mode sums the shards itself */
     mf_status st = mf_backward_ex(b->out, g, false);
     mfi_grad_buckets_hold(false);
+    if (st == MF_OK && pp->V) st = mfi_shards_stash(pp->shards, m);
     mf_tensor_destroy(g);
     mf_tensor *ga = st == MF_OK && s > 0 ? input_grad(pp, b) : NULL;
     if (st == MF_OK && s > 0 && !ga) st = mf_last_status();
@@ -583,8 +639,14 @@ static mf_status execute(run *r, const int *ops, int nops)
     /* after a failure some transfers stay posted: a failing stage
      * cannot finish them without its neighbours (the probe has ruled
      * out the failures that bad input causes) */
-    mf_rng_set_draws(r->base + (uint64_t)r->n * (uint64_t)pp->nch * DRAWS);
     st = mf_agree(st);
+    if (st == MF_OK && r->train && pp->V && pp->me >= 0) {   /* the sums over the shards, in shard order */
+        st = mfi_shards_sum(pp->shards);
+        double sum = 0;
+        if (st == MF_OK && pp->me == pp->P - 1) st = mfi_shards_loss(pp->pl[pp->me], r->mine, r->n, pp->V, &sum);
+        r->vals[0] = sum / (double)r->rows;
+    }
+    if (r->train && pp->V) st = mf_agree(st);
     if (st == MF_OK) st = share(pp, r->vals, MAX_VALS);
     return st;
 }
@@ -603,7 +665,18 @@ mf_status mf_pipeline_train_step(mf_pipeline *pp, mf_tensor *const *x, mf_tensor
     int *ops = malloc(2 * (size_t)pp->M * sizeof *ops);
     run r = {.pp = pp, .n = pp->M, .base = mf_rng_draws(), .mbs = calloc((size_t)pp->M, sizeof(mb)), .x = x, .y = y,
              .train = true, .loss = loss, .user = user};
+    r.key = mfi_rng_key(0, r.base + 1);
     mf_status st = ops && r.mbs ? MF_OK : mfi_error(MF_ERR_NOMEM, "%s: out of memory", fn);
+    if (st == MF_OK) st = pp->V ? layout_shards(pp, pp->M, x) : layout_rows(pp, pp->M, x);
+    if (st == MF_OK && pp->V) {
+        r.rows = (int64_t)pp->M * (x[0]->ndim ? x[0]->shape[0] : 1);
+        r.mine = calloc((size_t)pp->M, sizeof *r.mine);
+        if (!r.mine) st = mfi_error(MF_ERR_NOMEM, "%s: out of memory", fn);
+        if (st == MF_OK && !pp->shards && pp->me >= 0) {
+            pp->shards = mfi_shards_create(pp->seq, pp->first[pp->me], pp->first[pp->me + 1], pp->V, pp->M);
+            if (!pp->shards) st = mf_last_status();
+        }
+    }
     if (st == MF_OK && pp->me >= 0) st = mf_pipeline_order(pp->sched, pp->P, pp->me, pp->M, ops);
     mf_memory_stats m0, m1;
     mf_memory_get_stats(&m0);
@@ -611,12 +684,14 @@ mf_status mf_pipeline_train_step(mf_pipeline *pp, mf_tensor *const *x, mf_tensor
     double t0 = mf_time();
     st = mf_agree(st);
     if (st == MF_OK) st = execute(&r, ops, 2 * pp->M);
+    mf_rng_set_draws(r.base + 1);   /* one draw, as the whole model's forward takes */
     double t1 = mf_time();
     mf_memory_get_stats(&m1);
     free(ops);
     free(r.mbs);
+    free(r.mine);
     if (st != MF_OK) return st;
-    *mean_loss = r.vals[0] / pp->M;
+    *mean_loss = pp->V ? r.vals[0] : r.vals[0] / pp->M;
     pp->stats = (mf_pipeline_stats){t1 - t0, r.busy, t1 > t0 ? 1 - r.busy / (t1 - t0) : 0, r.max_in_flight,
                                     m1.peak - m0.in_use};
     return MF_OK;
@@ -637,7 +712,8 @@ mf_status mf_pipeline_eval(mf_pipeline *pp, int n, mf_tensor *const *x, mf_tenso
     int *ops = malloc((size_t)n * sizeof *ops);
     run r = {.pp = pp, .n = n, .base = mf_rng_draws(), .mbs = calloc((size_t)n, sizeof(mb)), .x = x, .y = y,
              .metric = fn, .user = user, .nvals = nvals};
-    mf_status st = ops && r.mbs ? MF_OK : mfi_error(MF_ERR_NOMEM, "%s: out of memory", name);
+    r.key = mfi_rng_key(0, r.base + 1);
+    mf_status st = ops && r.mbs ? layout_rows(pp, n, x) : mfi_error(MF_ERR_NOMEM, "%s: out of memory", name);
     for (int m = 0; ops && m < n; m++) ops[m] = m;
     mf_no_grad_begin();
     st = mf_agree(st);
