@@ -146,7 +146,23 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
     pp->nstages = P;
     pp->schedule = o->pipeline_schedule;
     pp->micro_batches = o->micro_batches ? o->micro_batches : default_micro_batches(o->batch_size, P);
+    pp->loader_micro = pp->micro_batches;
     pp->mode = o->parallel ? o->parallel : "dp";
+    if (o->shards) {   /* one shard per rank in each micro-batch */
+        if (strcmp(pp->mode, "dp") && strcmp(pp->mode, "none")) {
+            snprintf(err, len, "--deterministic: --parallel %s; the shards' sums cover data parallelism (dp, also "
+                     "inside pipeline stages)", pp->mode);
+            return MF_ERR_ARG;
+        }
+        if (o->shards % k || (o->micro_batches && (o->shards / k) % o->micro_batches)) {
+            snprintf(err, len, "--deterministic=%d: the shards do not split evenly over %d rank(s) per stage%s", o->shards,
+                     k, o->micro_batches && o->shards % k == 0 ? " and --micro-batches" : "");
+            return MF_ERR_ARG;
+        }
+        pp->shards = o->shards;
+        pp->micro_batches = o->shards / k;
+        pp->loader_micro = 1;   /* each rank loads its consecutive shards */
+    }
     if (!strcmp(pp->mode, "none")) {
         if (k > 1) {
             snprintf(err, len, "--parallel none: each of the %d stages has %d ranks; pick dp, mp, hybrid or 2d", P, k);
@@ -174,7 +190,7 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
     }
     const char *in_sbp[MF_MAX_STAGES];
     for (int s = 0; s < P; s++) in_sbp[s] = pp->data_sbp;
-    mf_pipeline_opts po = {P, pp->first, pp->stage, in_sbp, pp->micro_batches, MF_PIPELINE_1F1B};
+    mf_pipeline_opts po = {P, pp->first, pp->stage, in_sbp, pp->micro_batches, MF_PIPELINE_1F1B, pp->shards};
     if (mf_pipeline_schedule_parse(o->pipeline_schedule, &po.schedule) == MF_OK) pp->pipe = mf_pipeline_create(model, &po);
     if (!pp->pipe) {
         snprintf(err, len, "--pipeline-stages: %s", mf_last_error());
@@ -188,7 +204,8 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
     int n = mf_world_size();
     memset(pp, 0, sizeof *pp);
     pp->dev = strcmp(o->device, "cuda") ? MF_DEV_CPU : MF_DEV_CUDA;
-    if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches) return pipe_setup(pp, o, model, err, len);
+    if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches || o->shards)
+        return pipe_setup(pp, o, model, err, len);
     pp->mode = o->parallel ? o->parallel : n > 1 ? "dp" : "none";
     if (!strcmp(pp->mode, "none")) return MF_OK;
     mf_status mst = mesh_for(pp, o, model, n, "the job has", err, len);
@@ -245,8 +262,8 @@ mf_status par_batch(const par *pp, int64_t rows, mf_tensor **x, mf_tensor **y)
     return MF_OK;
 }
 
-mf_status par_micro_batches(const par *pp, int64_t rows, int n, mf_tensor *x, mf_tensor *y, mf_tensor **mx,
-                            mf_tensor **my)
+mf_status par_micro_batches(const par *pp, int64_t rows, int n, bool shards, mf_tensor *x, mf_tensor *y,
+                            mf_tensor **mx, mf_tensor **my)
 {
     int last = pp->nstages - 1, nd = mf_tensor_ndim(x);
     int64_t off = 0, gs[MF_MAX_DIMS];
@@ -255,12 +272,19 @@ mf_status par_micro_batches(const par *pp, int64_t rows, int n, mf_tensor *x, mf
     mf_status st = MF_OK;
     for (int m = 0; m < n && st == MF_OK; m++) {
         int64_t bm = rows / n + (m < rows % n);   /* the loader's balanced split into micro-batches */
-        gs[0] = bm;
-        /* this rank's rows of it: its block in its own stage (all stages have one layout) */
-        int64_t start[MF_MAX_DIMS], count[MF_MAX_DIMS];
-        st = mf_global_piece_range(pp->p, pp->data_sbp, nd, gs, start, count);
-        if (st != MF_OK) break;
-        int64_t piece = count[0];
+        int64_t piece;
+        if (shards) {   /* one shard of rows / (n k) rows on each of the stage's k ranks */
+            piece = rows / ((int64_t)n * mf_placement_size(pp->p));
+            bm = piece * mf_placement_size(pp->p);
+            gs[0] = bm;
+        } else {
+            gs[0] = bm;
+            /* this rank's rows of it: its block in its own stage (all stages have one layout) */
+            int64_t start[MF_MAX_DIMS], count[MF_MAX_DIMS];
+            st = mf_global_piece_range(pp->p, pp->data_sbp, nd, gs, start, count);
+            if (st != MF_OK) break;
+            piece = count[0];
+        }
         /* other ranks' pieces only give the dtype: every rank loads its
          * rows the same way, so they have the right shape too */
         mf_tensor *px = mf_narrow(x, 0, off, piece);
@@ -284,6 +308,8 @@ void par_describe(const par *pp, char *buf, size_t len)
         size_t k = (size_t)snprintf(buf, len, "pipeline of %d stage(s) x %s on %d rank(s) each, %s schedule, %d micro-batches",
                                     pp->nstages, pp->mode, mf_placement_size(pp->stage[0]), pp->schedule,
                                     pp->micro_batches);
+        if (pp->shards && k < len)
+            k += (size_t)snprintf(buf + k, len - k, ", deterministic: %d shards summed in order", pp->shards);
         for (int s = 0; s < pp->nstages && k < len; s++)
             k += (size_t)snprintf(buf + k, len - k, "; stage %d: layers %d-%d on %s", s, pp->first[s],
                                   pp->first[s + 1] - 1, mf_placement_str(pp->stage[s], pl, sizeof pl));

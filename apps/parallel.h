@@ -17,6 +17,8 @@ typedef struct par {
     int shard_index, shard_count;   /* which rows of each batch (micro-batch) this rank loads */
     /* a pipeline (--pipeline-stages, --pipeline-cuts or --micro-batches) */
     int nstages, micro_batches;     /* 0: none */
+    int shards;                     /* --deterministic: V virtual shards (0: off) */
+    int loader_micro;               /* the training loader's micro-batch layout */
     const char *schedule;           /* "gpipe" or "1f1b" */
     int first[MF_MAX_STAGES + 1];
     mf_placement *stage[MF_MAX_STAGES];
@@ -31,9 +33,12 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
 mf_status par_batch(const par *pp, int64_t rows, mf_tensor **x, mf_tensor **y);
 /* With a pipeline: the micro-batches of a batch of `rows` samples whose
  * shards x and y hold (the loader's micro-batch layout), as global
- * tensors: mx[m] on stage 0, my[m] on the last stage. Borrows x, y. */
-mf_status par_micro_batches(const par *pp, int64_t rows, int n, mf_tensor *x, mf_tensor *y, mf_tensor **mx,
-                            mf_tensor **my);
+ * tensors: mx[m] on stage 0, my[m] on the last stage. Borrows x, y.
+ * shards (deterministic training): x and y hold this rank's consecutive
+ * shards of the batch (the plain layout), and micro-batch m is the m-th
+ * of them on each rank. */
+mf_status par_micro_batches(const par *pp, int64_t rows, int n, bool shards, mf_tensor *x, mf_tensor *y,
+                            mf_tensor **mx, mf_tensor **my);
 /* "dp on 4 ranks (0-3)" */
 void par_describe(const par *pp, char *buf, size_t len);
 /* Writes every parameter, gathered, as text (rank 0). Collective. */

@@ -85,6 +85,11 @@ void train_opts_usage(FILE *f)
         "                             ops stay fp32 (default fp32)\n"
         "run:\n"
         "  --seed S                   seed for initialisation, dropout and shuffling (default 0)\n"
+        "  --deterministic[=V]        the same bits on any number of data-parallel ranks and\n"
+        "                             stages: the batch is cut into V shards computed one by one\n"
+        "                             and summed in shard order (default V: the largest divisor\n"
+        "                             of --batch-size up to 12; V must be a multiple of the ranks\n"
+        "                             per stage). Slower; see doc/design.md\n"
         "  --threads T                compute threads per rank (default cores / ranks per node)\n"
         "  --log-every K              progress every K steps (default 100)\n"
         "  --progress auto|bar|lines  progress display (default auto: a bar on a terminal)\n"
@@ -102,7 +107,8 @@ void train_opts_usage(FILE *f)
         "environment (doc/collectives.md):\n"
         "  MF_ALLREDUCE_ALGO=mpi|ring|rhd|hier, MF_REDUCE_SCATTER_ALGO=, MF_ALLGATHER_ALGO=\n"
         "                             force a collective algorithm (default: by size and topology)\n"
-        "  MF_DETERMINISTIC=1         sum allreduces and reduce-scatters in rank order\n"
+        "  MF_DETERMINISTIC=1         --deterministic, and every allreduce and reduce-scatter\n"
+        "                             sums in rank order\n"
         "  MF_RANKS_PER_NODE=k        treat every k ranks as one node (test hierarchical paths)\n"
         "  MF_BIND=none               do not bind ranks to cores\n"
         "  MF_TIMEOUT=secs            report a wait on other ranks (collective, gradient bucket,\n"
@@ -177,7 +183,7 @@ enum {
     OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
     OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_FLETCHER,
     OPT_BUCKET, OPT_ZERO, OPT_TRACE, OPT_PP_STAGES, OPT_PP_CUTS, OPT_MICRO, OPT_PP_SCHED, OPT_DEVICE, OPT_PRECISION,
-    OPT_HELP, OPT_VERSION
+    OPT_DETERMINISTIC, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -226,6 +232,7 @@ static const struct option longopts[] = {
     {"schedule", required_argument, 0, OPT_PP_SCHED},
     {"device", required_argument, 0, OPT_DEVICE},
     {"precision", required_argument, 0, OPT_PRECISION},
+    {"deterministic", optional_argument, 0, OPT_DETERMINISTIC},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -406,6 +413,13 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             o->pipeline_schedule = v;
             break;
         case OPT_PROFILE: o->profile = true; break;
+        case OPT_DETERMINISTIC: {
+            int64_t n = -1;
+            if (v && (!parse_i64(v, 1, &n) || n > 4096))
+                return fail(err, len, "--deterministic=%s: not a shard count from 1 to 4096", v);
+            o->shards = v ? (int)n : -1;
+            break;
+        }
         case OPT_PARALLEL:
             if (!one_of(v, parallels)) return fail(err, len, "--parallel: '%s' is not one of none, dp, mp, hybrid, 2d", v);
             o->parallel = v;
@@ -460,6 +474,18 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     if (o->micro_batches && o->batch_size % o->micro_batches)
         return fail(err, len, "--micro-batches %d does not divide --batch-size %lld: every micro-batch must have the "
                     "same number of samples", o->micro_batches, (long long)o->batch_size);
+    const char *det = getenv("MF_DETERMINISTIC");
+    if (!o->shards && det && *det && strcmp(det, "0")) o->shards = -1;
+    if (o->shards < 0) {   /* the default: the largest divisor of the batch up to 12 */
+        o->shards = 12;
+        while (o->batch_size % o->shards) o->shards--;
+    }
+    if (o->shards && o->batch_size % o->shards)
+        return fail(err, len, "--deterministic=%d does not divide --batch-size %lld: every shard must have the same "
+                    "number of samples", o->shards, (long long)o->batch_size);
+    if (o->shards && o->micro_batches && o->shards % o->micro_batches)
+        return fail(err, len, "--deterministic=%d: --micro-batches %d must divide the shards (each micro-batch is "
+                    "run as its shards)", o->shards, o->micro_batches);
     if (o->pipeline_schedule && !o->pipeline_stages && !o->pipeline_cuts && !o->micro_batches)
         return fail(err, len, "--schedule: only with --pipeline-stages, --pipeline-cuts or --micro-batches");
     if (!o->pipeline_schedule) o->pipeline_schedule = "1f1b";

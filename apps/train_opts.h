@@ -43,6 +43,7 @@ typedef struct train_opts {
     const char *pipeline_schedule;    /* --schedule gpipe|1f1b */
     const char *device;               /* "cpu" or "cuda" */
     const char *precision;            /* "fp32" or "bf16" */
+    int shards;                       /* --deterministic: virtual shards per step (0: off) */
 } train_opts;
 
 /* 0: run; 1: --help or --version was printed; 2: bad input (err says

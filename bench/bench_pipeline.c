@@ -97,7 +97,7 @@ static mf_status run(int P, int L, int64_t w, int64_t batch, int M, mf_pipeline_
             st = mf_module_to_global(mf_module_child_at(m, c), pl[s], "B");
     }
     first[P] = 2 * L * P;
-    mf_pipeline_opts o = {P, first, pl, ins, M, sc};
+    mf_pipeline_opts o = {P, first, pl, ins, M, sc, 0};
     mf_pipeline *pipe = st == MF_OK ? mf_pipeline_create(m, &o) : NULL;
     mf_tensor *x[1024] = {NULL}, *y[1024] = {NULL};
     for (int k = 0; pipe && k < M; k++) {

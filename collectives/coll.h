@@ -40,6 +40,13 @@ mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int
 /* Each rank contributes counts[rank] elements; recv gets all pieces back
  * to back in rank order. */
 mf_status mfi_allgather(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+/* A sum whose bits do not depend on the rank count (deterministic.c):
+ * over npieces virtual pieces of count elements each, of which this rank
+ * holds pieces mfi_block(npieces, size, rank) back to back in local; out
+ * gets the sum over all pieces in piece order 0, 1, ..., gathered by
+ * algorithm `gather`. out may be local. */
+mf_status mfi_allreduce_pieces(mf_comm *c, const void *local, int npieces, void *out, int64_t count, mf_dtype dt,
+                               mf_coll_algo gather);
 /* send holds scounts[r] elements for each rank r back to back; recv gets
  * rcounts[r] elements from each rank r back to back. */
 mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, void *recv,

@@ -32,8 +32,17 @@ mf_status mfi_allgather_flat(mf_comm *c, const void *send, void *recv, const int
 /* The collectives that have a choice of algorithm. */
 typedef enum mfi_coll_op { MFI_ALLREDUCE, MFI_REDUCE_SCATTER, MFI_ALLGATHER, MFI_COLL_OPS } mfi_coll_op;
 /* The algorithm for op on c moving `bytes` (the whole buffer): the
- * op's MF_*_ALGO variable when set, else the selection table. */
+ * op's MF_*_ALGO variable when set, else the tuning file's rule
+ * (MF_COLL_TUNING), else the built-in table. */
 mf_status mfi_coll_choose(mfi_coll_op op, mf_comm *c, int64_t bytes, mf_coll_algo *out);
+/* c's node class: 1 one node; 2 several nodes, several of c's ranks on
+ * each; 3 several nodes otherwise. Collective over c the first time. */
+mf_status mfi_coll_node_class(mf_comm *c, int *cls);
+/* ---- the tuning file (tuning.c) */
+mf_status mfi_coll_op_parse(const char *name, mfi_coll_op *out);   /* "allreduce", "reduce_scatter", ... */
+const char *mfi_coll_op_name(mfi_coll_op op);
+mf_status mfi_coll_tuning_load(void);   /* MF_COLL_TUNING, once; a bad file fails */
+bool mfi_coll_tuning_lookup(mfi_coll_op op, int ranks, int nodes, int64_t bytes, mf_coll_algo *out);
 /* The checked calls behind every entry point: algorithm a (AUTO: the
  * selection) for an allreduce from send into recv, or for op (reduce-
  * scatter or allgather) with counts[r] elements per rank. */
@@ -47,10 +56,7 @@ bool mfi_coll_deterministic(void);
  * the sum over all pieces in piece order. */
 mf_status mfi_reduce_scatter_pieces(mf_comm *c, const void *local, int npieces, const int64_t *counts, void *recv,
                                     mf_dtype dt);
-/* The same for the whole vector of count elements into out, gathered by
- * algorithm `gather`; out may be local. */
-mf_status mfi_allreduce_pieces(mf_comm *c, const void *local, int npieces, void *out, int64_t count, mf_dtype dt,
-                               mf_coll_algo gather);
+/* mfi_allreduce_pieces (coll.h) is the same for the whole vector. */
 /* Queues op as a request (request.c); counts are copied. */
 mf_status mfi_ipieces(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
                       mf_coll_algo algo, mfi_request **out);

@@ -16,8 +16,8 @@ struct mf_comm {
     bool owned;          /* freed by mfi_comm_free */
     mfi_hier *hier;      /* node and peer split, shared window (hier.c); lazily */
     struct mf_comm *twin;   /* duplicate for non-blocking requests (request.c); lazily */
-    void *scratch;       /* the algorithms' temporary buffer (mfi_comm_scratch) */
-    size_t scratch_bytes;
+    void *scratch[2];    /* the algorithms' temporary buffers (mfi_comm_scratch) */
+    size_t scratch_bytes[2];
     bool is_twin;        /* the progress thread's duplicate of another */
     char *ledger_name;   /* "ranks 0-3" for the watchdog's ledger (ledger.c); lazily */
     int *world_ranks;    /* [size]: each member's world rank; lazily, with ledger_name */
@@ -26,8 +26,11 @@ struct mf_comm {
 
 /* A buffer of at least bytes owned by c, kept between calls so that
  * large collectives do not fault in fresh pages every time; NULL when
- * out of memory. One user at a time: calls on c are serialised. */
+ * out of memory. One user at a time: calls on c are serialised. Slot 1
+ * is a second buffer for a caller (the deterministic sums) whose
+ * collective uses slot 0 meanwhile. */
 void *mfi_comm_scratch(mf_comm *c, size_t bytes);
+void *mfi_comm_scratch_at(mf_comm *c, int slot, size_t bytes);
 
 /* Frees what the communicator grew lazily (hier, twin); not c itself. */
 void mfi_comm_extras_free(mf_comm *c);

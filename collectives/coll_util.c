@@ -115,11 +115,13 @@ mf_status mfi_allreduce_mpi(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
     return mfi_wait_all(1, &req, "MPI_Iallreduce");
 }
 
-void *mfi_comm_scratch(mf_comm *c, size_t bytes)
+void *mfi_comm_scratch_at(mf_comm *c, int slot, size_t bytes)
 {
-    if (bytes <= c->scratch_bytes) return c->scratch;
-    free(c->scratch);
-    c->scratch = malloc(bytes);
-    c->scratch_bytes = c->scratch ? bytes : 0;
-    return c->scratch;
+    if (bytes <= c->scratch_bytes[slot]) return c->scratch[slot];
+    free(c->scratch[slot]);
+    c->scratch[slot] = malloc(bytes);
+    c->scratch_bytes[slot] = c->scratch[slot] ? bytes : 0;
+    return c->scratch[slot];
 }
+
+void *mfi_comm_scratch(mf_comm *c, size_t bytes) { return mfi_comm_scratch_at(c, 0, bytes); }

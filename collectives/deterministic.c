@@ -52,7 +52,8 @@ mf_status mfi_reduce_scatter_pieces(mf_comm *c, const void *local, int npieces, 
         off[q] = q ? off[q - 1] + counts[q - 1] : 0;
     }
     size_t sbytes = (size_t)(nlocal * count) * es, rbytes = (size_t)(npieces * counts[me]) * es;
-    char *sbuf = malloc(sbytes + rbytes + 1), *rbuf = sbuf ? sbuf + sbytes : NULL;
+    /* kept between calls: fresh pages every step would cost more than the sum */
+    char *sbuf = mfi_comm_scratch(c, sbytes + rbytes + 1), *rbuf = sbuf ? sbuf + sbytes : NULL;
     mf_status st = sbuf ? MF_OK : mfi_error(MF_ERR_NOMEM, "deterministic sum: out of memory");
     /* for rank q: block q of each of this rank's pieces, in piece order */
     for (int q = 0; st == MF_OK && q < n; q++)
@@ -65,7 +66,6 @@ mf_status mfi_reduce_scatter_pieces(mf_comm *c, const void *local, int npieces, 
         memcpy(recv, rbuf, (size_t)k * es);
         for (int64_t v = 1; v < npieces; v++) mfi_sum_into(recv, rbuf + (size_t)(v * k) * es, k, dt);
     }
-    free(sbuf);
     free(sc);
     return st;
 }
@@ -75,17 +75,20 @@ mf_status mfi_allreduce_pieces(mf_comm *c, const void *local, int npieces, void 
 {
     int n = c->size;
     size_t es = mf_dtype_size(dt);
+    if (n == 1) {   /* every piece is here: add them up in order, in out */
+        if (out != local) memmove(out, local, (size_t)count * es);
+        for (int v = 1; v < npieces; v++) mfi_sum_into(out, (const char *)local + (size_t)v * (size_t)count * es, count, dt);
+        return MF_OK;
+    }
     int64_t *counts = malloc((size_t)n * sizeof *counts), off, len;
     if (!counts) MF_FAIL(MF_ERR_NOMEM, "deterministic sum: out of memory");
     for (int q = 0; q < n; q++) mfi_block(count, n, q, &off, &counts[q]);
     mfi_block(count, n, c->rank, &off, &len);
-    char *block = malloc((size_t)len * es + 1);
+    char *block = mfi_comm_scratch_at(c, 1, (size_t)len * es + 1);   /* slot 0 is the sum's */
     mf_status st = block ? mfi_reduce_scatter_pieces(c, local, npieces, counts, block, dt)
                          : mfi_error(MF_ERR_NOMEM, "deterministic sum: out of memory");
-    if (st == MF_OK && n == 1) memcpy(out, block, (size_t)len * es);
-    else if (st == MF_OK) st = mfi_pieces_algo(MFI_ALLGATHER, c, block, out, counts, dt,
-                                              gather == MF_COLL_RHD ? MF_COLL_AUTO : gather);
-    free(block);
+    if (st == MF_OK) st = mfi_pieces_algo(MFI_ALLGATHER, c, block, out, counts, dt,
+                                         gather == MF_COLL_RHD ? MF_COLL_AUTO : gather);
     free(counts);
     return st;
 }

@@ -168,9 +168,11 @@ void mfi_comm_extras_free(mf_comm *c)
 {
     mfi_hier_free(c->hier);
     c->hier = NULL;
-    free(c->scratch);
-    c->scratch = NULL;
-    c->scratch_bytes = 0;
+    for (int k = 0; k < 2; k++) {
+        free(c->scratch[k]);
+        c->scratch[k] = NULL;
+        c->scratch_bytes[k] = 0;
+    }
     free(c->ledger_name);
     free(c->world_ranks);
     c->ledger_name = NULL;

@@ -72,6 +72,14 @@ typedef struct mf_pipeline_opts {
                                            "S(0),B" (S or B on each mesh dimension) */
     int micro_batches;                  /* M >= 1 */
     mf_pipeline_schedule schedule;
+    /* Deterministic mode (0: off): the batch is V virtual shards, and
+     * losses and gradients have the same bits on any number of ranks.
+     * Needs data parallelism only (1-D stages, parameters B, input
+     * "S(0)") and M x (ranks per stage) == V: micro-batch m holds shard
+     * r x M + m on the stage's rank r. The loss function must return the
+     * micro-batch's summed loss (MF_REDUCTION_SUM); the executor divides
+     * by the batch's rows. See doc/design.md. */
+    int shards;
 } mf_pipeline_opts;
 
 /* Checks the stages (placements disjoint, every parameter and buffer of

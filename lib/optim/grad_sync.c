@@ -482,6 +482,16 @@ mf_status mf_optim_sync_grads(mf_optim *o)
     /* the rest one by one, in reverse order */
     for (int i = o->n - 1; i >= 0 && st == MF_OK; i--)
         if (!o->params[i].zgrad) st = mfi_grad_sync_one(o->params[i].p);
+    /* ZeRO parameters whose whole gradient was summed (one by one, or by
+     * the pipeline's deterministic shards): their step takes this rank's
+     * rows of it */
+    for (int i = 0; i < o->n && st == MF_OK; i++) {
+        mfi_opt_param *p = &o->params[i];
+        mf_tensor *l = p->zero && !p->zgrad ? p->p->global->local : NULL;
+        if (l && l->grad && l->grad_synced && mf_tensor_is_contiguous(l->grad) &&
+            mf_tensor_device(l->grad) == MF_DEV_CPU)
+            p->zgrad = (char *)mf_tensor_data(l->grad) + (size_t)(p->row0 * p->inner) * mf_dtype_size(l->dtype);
+    }
     return st;
 }
 

@@ -1,0 +1,166 @@
+/*
+ * lib/pipeline/shards.c - deterministic mode: sums over a fixed number
+ * of virtual shards, so that the bits do not depend on the rank count
+ * (doc/design.md, "Bit for bit on any number of ranks").
+ *
+ * The batch is cut into V shards of equal size, V fixed by the user. A
+ * stage of k data-parallel ranks runs V / k micro-batches; micro-batch j
+ * holds shard r * (V / k) + j on its rank r, so each rank holds V / k
+ * consecutive shards and every shard is computed alone, with the same
+ * shapes whatever k is. Instead of letting autograd add the micro-
+ * batches' gradients (an order that depends on k), each rank keeps every
+ * shard's gradient apart; then each parameter's gradient is the sum over
+ * the V shards in shard order 0, 1, ..., V-1, whichever rank holds them
+ * (mfi_allreduce_pieces). The loss is summed the same way, from each
+ * shard's summed loss.
+ *
+ * Cost: V / k copies of the stage's gradients on each rank, an
+ * all-to-all and an allgather per parameter instead of one allreduce,
+ * and GEMMs of B / V rows.
+ */
+#include <stdio.h>
+#include "lib/global/global_internal.h"
+#include "lib/pipeline/shards.h"
+
+typedef struct sparam {
+    mf_tensor *t;        /* the parameter (one reference) */
+    int64_t numel;
+    char *pieces;        /* n pieces of numel elements, this rank's shards in order */
+} sparam;
+
+struct mfi_shards {
+    int V, n;            /* shards, and this rank's share of them */
+    int np;
+    sparam *p;
+};
+
+void mfi_shards_destroy(mfi_shards *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->np; i++) {
+        free(s->p[i].pieces);
+        mf_tensor_destroy(s->p[i].t);
+    }
+    free(s->p);
+    free(s);
+}
+
+/* t among the parameters, once (a tied weight belongs to two layers) */
+static mf_status add(mfi_shards *s, mf_tensor *t, const char *name)
+{
+    for (int j = 0; j < s->np; j++)
+        if (s->p[j].t == t) return MF_OK;
+    if (!mf_tensor_requires_grad(t)) return MF_OK;
+    if (!t->global)
+        MF_FAIL(MF_ERR_ARG, "deterministic shards: parameter '%s' is not global on its stage's placement", name);
+    if (t->global->sbp.ndim != 1 || t->global->sbp.d[0].kind != MF_SBP_B)
+        MF_FAIL(MF_ERR_ARG, "deterministic shards: parameter '%s' is not B (data-parallel); the shards' sums "
+                "cover data parallelism only", name);
+    sparam *np = realloc(s->p, (size_t)(s->np + 1) * sizeof *np);
+    if (!np) MF_FAIL(MF_ERR_NOMEM, "deterministic shards: out of memory");
+    s->p = np;
+    sparam *p = &s->p[s->np];
+    const mf_tensor *l = t->global->local;
+    p->numel = l ? mf_tensor_numel(l) : 0;
+    p->pieces = malloc((size_t)(s->n * p->numel) * mf_dtype_size(t->dtype) + 1);
+    if (!p->pieces)
+        MF_FAIL(MF_ERR_NOMEM, "deterministic shards: out of memory for %d copies of '%s''s gradient", s->n, name);
+    p->t = mf_tensor_retain(t);
+    s->np++;
+    return MF_OK;
+}
+
+mfi_shards *mfi_shards_create(mf_module *seq, int first, int last, int V, int n)
+{
+    mfi_shards *s = calloc(1, sizeof *s);
+    if (!s) {
+        mfi_error(MF_ERR_NOMEM, "deterministic shards: out of memory");
+        return NULL;
+    }
+    s->V = V;
+    s->n = n;
+    mf_status st = MF_OK;
+    for (int c = first; c < last && st == MF_OK; c++) {
+        mf_tensor_list *l = mf_module_parameters(mf_module_child_at(seq, c));
+        if (!l) st = mf_last_status();
+        for (int i = 0; l && i < l->n && st == MF_OK; i++) st = add(s, l->items[i].tensor, l->items[i].name);
+        mf_tensor_list_destroy(l);
+    }
+    if (st != MF_OK) {
+        mfi_shards_destroy(s);
+        return NULL;
+    }
+    return s;
+}
+
+static mf_tensor *local_of(mf_tensor *t) { return t->global->local; }
+
+mf_status mfi_shards_stash(mfi_shards *s, int j)
+{
+    for (int i = 0; i < s->np; i++) {
+        sparam *p = &s->p[i];
+        mf_tensor *l = local_of(p->t);
+        size_t es = mf_dtype_size(p->t->dtype), bytes = (size_t)p->numel * es;
+        char *dst = p->pieces + (size_t)j * bytes;
+        if (!l) continue;
+        if (!l->grad) {   /* nothing reached it from this shard */
+            memset(dst, 0, bytes);
+            continue;
+        }
+        mf_tensor *g = mfi_contiguous_raw(l->grad);
+        if (!g) return mf_last_status();
+        mf_status st = mf_tensor_numel(g) == p->numel && g->dtype == p->t->dtype
+                           ? mfi_stage_out(mf_tensor_device(g), dst, mf_tensor_data(g), bytes)
+                           : mfi_error(MF_ERR_INTERNAL, "deterministic shards: the gradient of '%s' does not match it",
+                                       mf_tensor_name(p->t));
+        mf_tensor_destroy(g);
+        MF_TRY(st);
+        MF_TRY(mf_tensor_set_grad(l, NULL));   /* the next shard's starts from nothing */
+    }
+    return MF_OK;
+}
+
+mf_status mfi_shards_sum(mfi_shards *s)
+{
+    mf_status st = MF_OK;
+    for (int i = 0; i < s->np && st == MF_OK; i++) {
+        sparam *p = &s->p[i];
+        mf_tensor *l = local_of(p->t);
+        if (!l) continue;
+        mf_comm *c = p->t->global->placement->comm;
+        size_t bytes = (size_t)p->numel * mf_dtype_size(p->t->dtype);
+        mf_tensor *g = mfi_tensor_new_on(MF_DEV_CPU, l->dtype, l->ndim, l->shape);
+        if (!g) return mf_last_status();
+        if (mfi_ledger_on()) {
+            char text[160];
+            snprintf(text, sizeof text, "deterministic gradient sum of '%s' over %d shards", mf_tensor_name(p->t), s->V);
+            mfi_ledger_context(text);
+        }
+        st = mfi_allreduce_pieces(c, p->pieces, s->V, mf_tensor_data(g), p->numel, l->dtype, MF_COLL_AUTO);
+        mfi_ledger_context("");
+        if (st == MF_OK && mf_tensor_device(l) != MF_DEV_CPU) {
+            mf_tensor *d = mfi_tensor_new_on(mf_tensor_device(l), l->dtype, l->ndim, l->shape);
+            st = d ? mfi_stage_in(mf_tensor_device(l), mf_tensor_data(d), mf_tensor_data(g), bytes) : mf_last_status();
+            mf_tensor_destroy(g);
+            g = d;
+        }
+        if (st == MF_OK) st = mf_tensor_set_grad(l, g);
+        if (st == MF_OK) l->grad_synced = true;   /* summed: the optimizer's sync leaves it */
+        mf_tensor_destroy(g);
+    }
+    return st;
+}
+
+mf_status mfi_shards_loss(const mf_placement *pl, const double *mine, int n, int V, double *sum)
+{
+    double *all = malloc((size_t)V * sizeof *all);
+    int64_t *counts = malloc((size_t)pl->n * sizeof *counts);
+    mf_status st = all && counts ? MF_OK : mfi_error(MF_ERR_NOMEM, "deterministic shards: out of memory");
+    for (int q = 0; st == MF_OK && q < pl->n; q++) counts[q] = n;
+    if (st == MF_OK) st = mfi_allgather(pl->comm, mine, all, counts, MF_F64);
+    *sum = 0;
+    for (int v = 0; st == MF_OK && v < V; v++) *sum += all[v];   /* in shard order */
+    free(all);
+    free(counts);
+    return st;
+}

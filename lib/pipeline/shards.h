@@ -1,0 +1,25 @@
+/*
+ * lib/pipeline/shards.h - deterministic mode's per-shard gradients and
+ * loss (shards.c; not installed).
+ */
+#ifndef MPIFLOW_LIB_PIPELINE_SHARDS_H
+#define MPIFLOW_LIB_PIPELINE_SHARDS_H
+
+#include "lib/internal.h"
+
+typedef struct mfi_shards mfi_shards;
+/* The parameters of layers first .. last-1 of seq (B on this rank's
+ * stage), with room for n of the V shards' gradients each. */
+mfi_shards *mfi_shards_create(mf_module *seq, int first, int last, int V, int n);
+void mfi_shards_destroy(mfi_shards *s);
+/* Moves each parameter's gradient into slot j (this rank's j-th shard)
+ * and clears it. */
+mf_status mfi_shards_stash(mfi_shards *s, int j);
+/* Each parameter's gradient becomes the sum over the V shards in shard
+ * order; collective over the stage. */
+mf_status mfi_shards_sum(mfi_shards *s);
+/* *sum: the n values of each rank of pl (its shards, in order) summed in
+ * shard order; collective over pl. */
+mf_status mfi_shards_loss(const mf_placement *pl, const double *mine, int n, int V, double *sum);
+
+#endif
