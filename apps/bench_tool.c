@@ -3,16 +3,24 @@
  * algorithm side by side with the MPI library's own call in one run.
  *
  *   mpiexec -n N mpiflow-bench allreduce|reduce_scatter|allgather
- *                              [--min-kb 4] [--max-mb 256] [--reps R]
+ *                              [--min-kb 4] [--max-mb 256] [--reps R] [--rounds K]
+ *   mpiexec -n N mpiflow-bench tune [--out FILE] [...]
  *
  * For each size (x4 from --min-kb to --max-mb; the whole buffer, n
  * pieces for reduce-scatter and allgather) and algorithm: the median over
  * the repetitions (rounds of every algorithm in a shuffled order, each call after
- * a barrier) of the mean time over ranks, algbw = bytes / time and busbw
- * as nccl-tests defines it (allreduce: algbw * 2(n-1)/n; reduce-scatter
- * and allgather: algbw * (n-1)/n). The last columns are what the
- * selection (auto) picked and its busbw over MPI's, then the best
- * algorithm's.
+ * a barrier) of the mean time over ranks, the best of K such rounds,
+ * algbw = bytes / time and busbw as nccl-tests defines it (allreduce:
+ * algbw * 2(n-1)/n; reduce-scatter and allgather: algbw * (n-1)/n). The
+ * last columns are what the selection (auto) ran, auto's own time over
+ * the best algorithm's, the time of the algorithm auto ran (its column)
+ * over the best's, and the best algorithm and its speed-up over MPI's.
+ *
+ * tune measures the three collectives at every power of two from
+ * --min-kb to --max-mb and writes the fastest algorithm per size range as
+ * a tuning file for this rank count and node layout (collectives/
+ * tuning.c), keeping the file's rules for other layouts; MF_COLL_TUNING
+ * then points 'auto' at it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +30,8 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: mpiexec -n N mpiflow-bench allreduce|reduce_scatter|allgather [--min-kb K] [--max-mb M]\n"
-                 "                    [--reps R]\n"
+                 "                    [--reps R] [--rounds K]\n"
+                 "       mpiexec -n N mpiflow-bench tune [--out FILE] [--min-kb K] [--max-mb M] [--rounds K]\n"
                  "       mpiexec -n N mpiflow-bench topo\n"
                  "Times each collective algorithm against the MPI library's own call, in one run;\n"
                  "topo prints what each rank sees: its node and local rank (MF_RANKS_PER_NODE=k\n"
@@ -30,14 +39,24 @@ static void usage(FILE *out)
                  "  allreduce       sum of float32 buffers over all ranks (mpi, ring, rhd, hier, auto)\n"
                  "  reduce_scatter  each rank gets the sum of its piece (mpi, ring, hier, auto)\n"
                  "  allgather       each rank gets every rank's piece (mpi, ring, hier, auto)\n"
+                 "  tune            measure all three at every power of two and write the fastest\n"
+                 "                  algorithm per size for this rank count and node layout to --out\n"
+                 "                  (default mpiflow-tuning.txt; rules for other layouts in it are\n"
+                 "                  kept); then MF_COLL_TUNING=FILE makes 'auto' follow it\n"
                  "  --min-kb K      smallest message in KiB (default 4)\n"
-                 "  --max-mb M      largest message in MiB (default 256)\n"
-                 "  --reps R        repetitions per size; the median is shown (default: by size, 5..200)\n"
+                 "  --max-mb M      largest message in MiB (default 256; tune: 64)\n"
+                 "  --reps R        repetitions per size; the median is kept (default: by size, 5..200,\n"
+                 "                  fewer when a call is slow: about 0.3 s per algorithm)\n"
+                 "  --rounds K      measure K times and keep each algorithm's best median (default 1;\n"
+                 "                  tune: 3), for a noisy machine\n"
                  "  --help          this text\n"
                  "Columns: size of the whole buffer in bytes; per algorithm the time in microseconds and\n"
                  "busbw in GB/s (nccl-tests: allreduce algbw * 2(n-1)/n, the others algbw * (n-1)/n);\n"
-                 "then auto's busbw over mpi's, and the best algorithm and its busbw over mpi's.\n"
-                 "MF_RANKS_PER_NODE=k emulates nodes of k ranks for the hierarchical algorithms.\n");
+                 "then the algorithm auto ran, auto's own time over the best one's, that algorithm's\n"
+                 "column over the best one's (pick/best), and the best algorithm and its speed-up\n"
+                 "over mpi.\n"
+                 "MF_RANKS_PER_NODE=k emulates nodes of k ranks for the hierarchical algorithms;\n"
+                 "MF_COLL_TUNING=FILE makes auto follow a tuning file (doc/collectives.md).\n");
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -87,73 +106,33 @@ static int topo(int argc, char **argv)
     return 0;
 }
 
-int main(int argc, char **argv)
+static const char *const op_names[] = {"allreduce", "reduce_scatter", "allgather"};
+
+/* med[a]: the median time of algos[a] on count floats, best of `rounds`
+ * rounds; false on failure */
+static bool measure(int op, int64_t count, int reps, int rounds, const mf_coll_algo *algos, int na, double *med)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    if (!strcmp(argv[1], "topo")) return topo(argc, argv);
-    int op = !strcmp(argv[1], "allreduce") ? ALLREDUCE : !strcmp(argv[1], "reduce_scatter") ? REDUCE_SCATTER
-             : !strcmp(argv[1], "allgather") ? ALLGATHER : -1;
-    if (op < 0) {
-        fprintf(stderr, "mpiflow-bench: error: unknown benchmark '%s' (see --help)\n", argv[1]);
-        return 2;
-    }
-    double min_kb = 4, max_mb = 256;
-    int reps = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--min-kb") && v) min_kb = atof(v), i++;
-        else if (!strcmp(argv[i], "--max-mb") && v) max_mb = atof(v), i++;
-        else if (!strcmp(argv[i], "--reps") && v) reps = atoi(v), i++;
-        else if (!strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "mpiflow-bench: error: unknown option '%s' (see --help)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (!(min_kb > 0) || !(max_mb * 1024 >= min_kb) || reps < 0) {
-        fprintf(stderr, "mpiflow-bench: error: need 0 < --min-kb <= --max-mb * 1024 and --reps >= 0\n");
-        return 2;
-    }
-    if (mf_init(&argc, &argv) != MF_OK) {
-        fprintf(stderr, "mpiflow-bench: error: %s\n", mf_last_error());
-        return 1;
-    }
     int n = mf_world_size();
-    const mf_coll_algo all_algos[] = {MF_COLL_MPI, MF_COLL_RING, MF_COLL_RHD, MF_COLL_HIER, MF_COLL_AUTO};
-    const mf_coll_algo piece_algos[] = {MF_COLL_MPI, MF_COLL_RING, MF_COLL_HIER, MF_COLL_AUTO};
-    const mf_coll_algo *algos = op == ALLREDUCE ? all_algos : piece_algos;
-    const int na = op == ALLREDUCE ? 5 : 4;
-    double factor = n == 1 ? 1.0 : op == ALLREDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
-    if (mf_rank() == 0) {
-        printf("%s, float32, %d rank(s) on %d node(s)%s; time us, busbw GB/s (algbw * %.2f)\n", argv[1], n,
-               mf_node_count(), getenv("MF_RANKS_PER_NODE") ? " (emulated)" : "", factor);
-        printf("%12s", "bytes");
-        for (int a = 0; a < na; a++) printf(" %10s %8s", mf_coll_algo_name(algos[a]), "busbw");
-        printf(" %6s %6s %6s\n", "auto/m", "best", "x mpi");
+    int64_t bytes = count * 4;
+    float *buf = malloc((size_t)count * sizeof *buf + 4), *out = malloc((size_t)(count / n) * sizeof *out + 4);
+    int r = reps ? reps : bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 20 : 5;
+    double *t = malloc(5 * (size_t)200 * sizeof *t + 5 * (size_t)r * sizeof *t);
+    bool ok = buf && out && t;
+    for (int64_t i = 0; ok && i < count; i++) buf[i] = 1.0f;
+    for (int64_t i = 0; ok && i < count / n; i++) out[i] = 1.0f;
+    for (int a = 0; a < na; a++) med[a] = 1e30;
+    double slowest = 0;
+    for (int a = 0; ok && a < na; a++) {   /* warm-up */
+        double w = one(op, buf, out, count, algos[a]);
+        ok = w >= 0;
+        if (w > slowest) slowest = w;
     }
-    int rc = 0;
-    for (double kb = min_kb; kb <= max_mb * 1024 && !rc; kb *= 4) {
-        int64_t count = (int64_t)(kb * 1024) / 4 / n * n, bytes = count * 4;
-        if (count == 0) continue;
-        float *buf = malloc((size_t)count * sizeof *buf + 4), *out = malloc((size_t)(count / n) * sizeof *out + 4);
-        if (!buf || !out) {
-            free(buf);
-            free(out);
-            rc = 1;
-            break;
-        }
-        for (int64_t i = 0; i < count; i++) buf[i] = 1.0f;
-        for (int64_t i = 0; i < count / n; i++) out[i] = 1.0f;
-        int r = reps ? reps : bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 20 : 5;
-        double med[5], *t = malloc(5 * (size_t)r * sizeof *t);
-        for (int a = 0; a < na; a++) one(op, buf, out, count, algos[a]);   /* warm-up */
-        unsigned rng = 12345;   /* the same order on every rank */
-        for (int k = 0; k < r && !rc; k++) {
+    /* by default at most about 0.3 s per algorithm and round, at least 5
+     * repetitions: oversubscribed ranks take milliseconds a call */
+    if (!reps && slowest > 0 && r * slowest > 0.3) r = 0.3 / slowest > 5 ? (int)(0.3 / slowest) : 5;
+    unsigned rng = 12345;   /* the same order on every rank */
+    for (int round = 0; ok && round < rounds; round++) {
+        for (int k = 0; k < r && ok; k++) {
             int order[5] = {0, 1, 2, 3, 4};
             for (int j = na - 1; j > 0; j--) {   /* each round in a fresh order, so no algorithm
                                                    always runs after the same one (caches) */
@@ -162,31 +141,188 @@ int main(int argc, char **argv)
                 order[j] = order[x];
                 order[x] = tmp;
             }
-            for (int j = 0; j < na && !rc; j++) {
+            for (int j = 0; j < na && ok; j++) {
                 int a = order[j];
                 t[a * r + k] = one(op, buf, out, count, algos[a]);
-                if (t[a * r + k] < 0) rc = 1;
+                ok = t[a * r + k] >= 0;
             }
         }
-        for (int a = 0; a < na && !rc; a++) {
+        for (int a = 0; a < na && ok; a++) {
             qsort(t + a * r, (size_t)r, sizeof *t, cmp_d);
-            med[a] = t[a * r + r / 2];
+            if (t[a * r + r / 2] < med[a]) med[a] = t[a * r + r / 2];
         }
-        free(t);
-        free(buf);
-        free(out);
-        if (mf_rank() == 0 && !rc) {
+    }
+    free(t);
+    free(buf);
+    free(out);
+    return ok;
+}
+
+static int64_t count_of(double kb) { return (int64_t)(kb * 1024) / 4 / mf_world_size() * mf_world_size(); }
+
+static int table(int op, double min_kb, double max_mb, int reps, int rounds)
+{
+    int n = mf_world_size();
+    const mf_coll_algo all_algos[] = {MF_COLL_MPI, MF_COLL_RING, MF_COLL_RHD, MF_COLL_HIER, MF_COLL_AUTO};
+    const mf_coll_algo piece_algos[] = {MF_COLL_MPI, MF_COLL_RING, MF_COLL_HIER, MF_COLL_AUTO};
+    const mf_coll_algo *algos = op == ALLREDUCE ? all_algos : piece_algos;
+    const int na = op == ALLREDUCE ? 5 : 4;
+    double factor = n == 1 ? 1.0 : op == ALLREDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+    const char *tuning = getenv("MF_COLL_TUNING");
+    if (mf_rank() == 0) {
+        printf("%s, float32, %d rank(s) on %d node(s)%s, best of %d round(s); time us, busbw GB/s (algbw * %.2f)%s%s\n",
+               op_names[op], n, mf_node_count(), getenv("MF_RANKS_PER_NODE") ? " (emulated)" : "", rounds, factor,
+               tuning && *tuning ? "; auto from " : "", tuning && *tuning ? tuning : "");
+        printf("%12s", "bytes");
+        for (int a = 0; a < na; a++) printf(" %10s %8s", mf_coll_algo_name(algos[a]), "busbw");
+        printf(" %6s %9s %9s %6s %6s\n", "auto=", "auto/best", "pick/best", "best", "x mpi");
+    }
+    for (double kb = min_kb; kb <= max_mb * 1024; kb *= 4) {
+        int64_t count = count_of(kb), bytes = count * 4;
+        if (count == 0) continue;
+        double med[5];
+        mf_coll_algo chosen = MF_COLL_MPI;
+        if (mf_coll_choice(op_names[op], bytes, &chosen) != MF_OK || !measure(op, count, reps, rounds, algos, na, med))
+            return 1;
+        if (mf_rank() == 0) {
             int best = 0;
             printf("%12lld", (long long)bytes);
             for (int a = 0; a < na; a++) {
                 printf(" %10.1f %8.3f", med[a] * 1e6, (double)bytes / med[a] / 1e9 * factor);
                 if (a < na - 1 && med[a] < med[best]) best = a;
             }
-            printf(" %6.2f %6s %6.2f\n", med[0] / med[na - 1], mf_coll_algo_name(algos[best]), med[0] / med[best]);
+            int pick = best;   /* the column of the algorithm auto ran */
+            for (int a = 0; a < na - 1; a++)
+                if (algos[a] == chosen) pick = a;
+            printf(" %6s %9.2f %9.2f %6s %6.2f\n", mf_coll_algo_name(chosen), med[na - 1] / med[best],
+                   med[pick] / med[best], mf_coll_algo_name(algos[best]), med[0] / med[best]);
             fflush(stdout);
         }
     }
-    if (rc) fprintf(stderr, "mpiflow-bench: error: %s\n", mf_last_error());
+    return 0;
+}
+
+/* the existing file's lines for other rank counts or node classes */
+static void keep_others(FILE *out, const char *path, int n, int cls)
+{
+    FILE *f = fopen(path, "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        char op[32];
+        int ranks, nodes;
+        if (line[0] == '#' || sscanf(line, "%31s %d %d", op, &ranks, &nodes) != 3) continue;
+        if (ranks != n || nodes != cls) fputs(line, out);
+    }
+    if (f) fclose(f);
+}
+
+static int tune(const char *path, double min_kb, double max_mb, int reps, int rounds)
+{
+    int n = mf_world_size(), cls = 1;
+    if (n < 2) {
+        if (mf_rank() == 0) fprintf(stderr, "mpiflow-bench: error: tune needs 2 ranks or more\n");
+        return 2;
+    }
+    if (mf_coll_node_class(&cls) != MF_OK) return 1;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = mf_rank() == 0 ? fopen(tmp, "w") : NULL;
+    int bad = mf_rank() == 0 && !out;
+    mf_allreduce(&bad, 1, MF_I32, MF_COLL_MPI);
+    if (bad) {
+        if (mf_rank() == 0) fprintf(stderr, "mpiflow-bench: error: tune: cannot write %s\n", tmp);
+        return 1;
+    }
+    if (out) {
+        fprintf(out, "# mpiflow collective tuning (doc/collectives.md): op ranks nodes from_bytes algorithm\n"
+                     "# nodes: 1 one node, 2 several nodes with several ranks each, 3 other\n");
+        keep_others(out, path, n, cls);
+        fprintf(out, "# measured by mpiflow-bench tune on %d ranks, %d node(s)%s, node class %d, best of %d round(s)\n", n,
+                mf_node_count(), getenv("MF_RANKS_PER_NODE") ? " (emulated)" : "", cls, rounds);
+    }
+    for (int op = 0; op < 3; op++) {
+        const mf_coll_algo all[] = {MF_COLL_MPI, MF_COLL_RING, MF_COLL_RHD, MF_COLL_HIER};
+        const mf_coll_algo pieces[] = {MF_COLL_MPI, MF_COLL_RING, MF_COLL_HIER};
+        const mf_coll_algo *algos = op == ALLREDUCE ? all : pieces;
+        int na = op == ALLREDUCE ? 4 : 3, last = -1;
+        double prev = 0;
+        for (double kb = min_kb; kb <= max_mb * 1024; kb *= 2) {
+            int64_t count = count_of(kb), bytes = count * 4;
+            double med[5];
+            if (count == 0) continue;
+            if (!measure(op, count, reps, rounds, algos, na, med)) {
+                if (out) fclose(out);
+                return 1;
+            }
+            int best = 0;
+            for (int a = 1; a < na; a++)
+                if (med[a] < med[best]) best = a;
+            /* the range goes on while its algorithm is within 3 % of the
+             * best: noise does not cut it into alternating pieces */
+            if (last >= 0 && med[last] <= 1.03 * med[best]) best = last;
+            if (mf_rank() == 0) {
+                printf("%-15s %12lld bytes:", op_names[op], (long long)bytes);
+                for (int a = 0; a < na; a++) printf(" %s %.1f us", mf_coll_algo_name(algos[a]), med[a] * 1e6);
+                printf(" -> %s\n", mf_coll_algo_name(algos[best]));
+                fflush(stdout);
+            }
+            if (out && best != last)   /* a new range from halfway between this size and the last */
+                fprintf(out, "%-15s %d %d %lld %s\n", op_names[op], n, cls,
+                        last < 0 ? 0LL : (long long)((prev + (double)bytes) / 2), mf_coll_algo_name(algos[best]));
+            last = best;
+            prev = (double)bytes;
+        }
+    }
+    int fail = 0;
+    if (out) fail = fclose(out) != 0 || rename(tmp, path) != 0;
+    mf_allreduce(&fail, 1, MF_I32, MF_COLL_MPI);
+    if (mf_rank() == 0)
+        fprintf(fail ? stderr : stdout, fail ? "mpiflow-bench: error: tune: cannot write %s\n" : "wrote %s\n", path);
+    return fail;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "topo")) return topo(argc, argv);
+    bool tuning = !strcmp(argv[1], "tune");
+    int op = !strcmp(argv[1], "allreduce") ? ALLREDUCE : !strcmp(argv[1], "reduce_scatter") ? REDUCE_SCATTER
+             : !strcmp(argv[1], "allgather") ? ALLGATHER : -1;
+    if (op < 0 && !tuning) {
+        fprintf(stderr, "mpiflow-bench: error: unknown benchmark '%s' (see --help)\n", argv[1]);
+        return 2;
+    }
+    double min_kb = 4, max_mb = tuning ? 64 : 256;
+    int reps = 0, rounds = tuning ? 3 : 1;
+    const char *path = "mpiflow-tuning.txt";
+    for (int i = 2; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--min-kb") && v) min_kb = atof(v), i++;
+        else if (!strcmp(argv[i], "--max-mb") && v) max_mb = atof(v), i++;
+        else if (!strcmp(argv[i], "--reps") && v) reps = atoi(v), i++;
+        else if (!strcmp(argv[i], "--rounds") && v) rounds = atoi(v), i++;
+        else if (!strcmp(argv[i], "--out") && v && tuning) path = v, i++;
+        else if (!strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "mpiflow-bench: error: unknown option '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!(min_kb > 0) || !(max_mb * 1024 >= min_kb) || reps < 0 || rounds < 1 || rounds > 100) {
+        fprintf(stderr, "mpiflow-bench: error: need 0 < --min-kb <= --max-mb * 1024, --reps >= 0 and --rounds 1..100\n");
+        return 2;
+    }
+    if (mf_init(&argc, &argv) != MF_OK) {
+        fprintf(stderr, "mpiflow-bench: error: %s\n", mf_last_error());
+        return 1;
+    }
+    int rc = tuning ? tune(path, min_kb, max_mb, reps, rounds) : table(op, min_kb, max_mb, reps, rounds);
+    if (rc == 1) fprintf(stderr, "mpiflow-bench: error: %s\n", mf_last_error());
     mf_finalize();
     return rc;
 }

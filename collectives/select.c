@@ -3,10 +3,13 @@
  * place that decides (STYLE.md), and the entry points that dispatch.
  *
  * MF_ALLREDUCE_ALGO, MF_REDUCE_SCATTER_ALGO and MF_ALLGATHER_ALGO force
- * an algorithm for every call of their collective. Without them the
- * table below decides by collective, rank count, whether the ranks span
- * several nodes, and message size; it follows the measurements in
- * doc/performance.md (mpiflow-bench allreduce|reduce_scatter|allgather).
+ * an algorithm for every call of their collective. Without them a
+ * tuning file (MF_COLL_TUNING, tuning.c), measured on the user's own
+ * network by `mpiflow-bench tune`, decides for the communicators it
+ * describes; the table below for the others, by collective, rank count,
+ * whether the ranks span several nodes, and message size; it follows the
+ * measurements in doc/performance.md (mpiflow-bench allreduce|
+ * reduce_scatter|allgather).
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -71,19 +74,21 @@ mf_status mfi_coll_check_env(void)
 {
     mf_coll_algo a;
     for (int op = 0; op < MFI_COLL_OPS; op++) MF_TRY(forced((mfi_coll_op)op, &a));
-    return MF_OK;
+    return mfi_coll_tuning_load();
 }
 
-/* The table: the first rule that matches wins. From mpiflow-bench on
- * this machine type (doc/performance.md, 2 cores):
+/* The built-in table: the first rule that matches wins. From
+ * mpiflow-bench on this machine type (doc/performance.md, 2 cores):
  * - 2 ranks: halving-doubling and the ring beat MPICH's allreduce by
- *   1.2-1.3x from 4 KiB to 4 MiB; at 64 KiB (MPICH's eager limit) and
- *   from 8 MiB the shared-memory window wins (1.5-13x: no fresh pages);
- *   the ring reduce-scatter beats MPICH's at every size, and allgathers
- *   are even.
+ *   1.2-1.3x from 4 KiB to 16 MiB, the ring from 128 KiB to 2 MiB; at
+ *   64 KiB (MPICH's eager limit) and from 32 MiB the shared-memory window
+ *   wins (1.5-13x: no fresh pages), and for reduce-scatters up to
+ *   512 KiB; the ring reduce-scatter beats MPICH's at every size, and
+ *   allgathers are even.
  * - more ranks than cores: every step costs a scheduler slice, so the
- *   fewest steps win: the window's two barriers from 64 KiB to a few
- *   MiB, halving-doubling (log2 n steps) for allreduces outside that.
+ *   fewest steps win: the window's two barriers from 64 KiB to 8 MiB
+ *   (32 MiB for reduce-scatters and allgathers), halving-doubling
+ *   (log2 n steps) for allreduces outside that.
  * - several nodes: the hierarchical algorithms send 1/L of the bytes
  *   between nodes. */
 typedef struct rule {
@@ -101,22 +106,23 @@ typedef struct rule {
 
 static const rule table[] = {
     {MFI_ALLREDUCE, 2, 2, 1, 64 * KiB, 128 * KiB, MF_COLL_HIER},
-    {MFI_ALLREDUCE, 2, 2, 1, 8 * MiB, ANY, MF_COLL_HIER},
+    {MFI_ALLREDUCE, 2, 2, 1, 32 * MiB, ANY, MF_COLL_HIER},
+    {MFI_ALLREDUCE, 2, 2, 0, 128 * KiB, 2 * MiB, MF_COLL_RING},
     {MFI_ALLREDUCE, 3, MANY, 0, 64 * KiB, 8 * MiB, MF_COLL_HIER},
     {MFI_ALLREDUCE, 2, MANY, 0, 0, ANY, MF_COLL_RHD},
-    {MFI_REDUCE_SCATTER, 2, 2, 1, 64 * KiB, 128 * KiB, MF_COLL_HIER},
+    {MFI_REDUCE_SCATTER, 2, 2, 1, 64 * KiB, 512 * KiB, MF_COLL_HIER},
     {MFI_REDUCE_SCATTER, 2, 2, 0, 0, ANY, MF_COLL_RING},
     {MFI_REDUCE_SCATTER, 3, MANY, 0, 64 * KiB, 32 * MiB, MF_COLL_HIER},
     {MFI_REDUCE_SCATTER, 3, MANY, 0, 32 * MiB, ANY, MF_COLL_RING},
     {MFI_ALLGATHER, 2, 2, 1, 64 * KiB, 128 * KiB, MF_COLL_HIER},
     {MFI_ALLGATHER, 2, 2, 0, 0, ANY, MF_COLL_RING},
-    {MFI_ALLGATHER, 3, MANY, 0, 1 * MiB, 32 * MiB, MF_COLL_HIER},
+    {MFI_ALLGATHER, 3, MANY, 0, 64 * KiB, 32 * MiB, MF_COLL_HIER},
 };
 
 /* 1: c lies on one node; 2: several nodes, each with several of c's
  * ranks (the hierarchical algorithms' case); 3: several nodes, one rank
  * each, or uneven */
-static mf_status node_class(mf_comm *c, int *cls)
+mf_status mfi_coll_node_class(mf_comm *c, int *cls)
 {
     *cls = 1;
     if (mfi_comm_node_count() == 1) return MF_OK;
@@ -144,8 +150,8 @@ mf_status mfi_coll_choose(mfi_coll_op op, mf_comm *c, int64_t bytes, mf_coll_alg
     MF_TRY(forced(op, out));
     if (*out != MF_COLL_AUTO) return MF_OK;
     int cls;
-    MF_TRY(node_class(c, &cls));
-    *out = lookup(op, c->size, cls, bytes, false);
+    MF_TRY(mfi_coll_node_class(c, &cls));
+    if (!mfi_coll_tuning_lookup(op, c->size, cls, bytes, out)) *out = lookup(op, c->size, cls, bytes, false);
     return MF_OK;
 }
 
@@ -310,6 +316,28 @@ mf_status mf_allreduce_pieces(const void *local, void *out, int64_t count, mf_dt
     return mfi_allreduce_pieces(c, local, npieces, out, count, dt, algo);
 }
 mf_status mf_wait(mf_request *req) { return mfi_wait(req); }
+
+mf_status mf_coll_choice(const char *op, int64_t bytes, mf_coll_algo *out)
+{
+    mfi_coll_op o;
+    if (!out) MF_FAIL(MF_ERR_ARG, "mf_coll_choice: out is NULL");
+    if (mfi_coll_op_parse(op, &o) != MF_OK) MF_FAIL(MF_ERR_ARG, "mf_coll_choice: %s", mf_last_error());
+    mf_comm *c = mfi_comm_world();
+    MF_TRY(check_call("mf_coll_choice", c, MF_F32));
+    if (c->size == 1) {
+        *out = MF_COLL_MPI;
+        return MF_OK;
+    }
+    return mfi_coll_choose(o, c, bytes, out);
+}
+
+mf_status mf_coll_node_class(int *cls)
+{
+    if (!cls) MF_FAIL(MF_ERR_ARG, "mf_coll_node_class: cls is NULL");
+    mf_comm *c = mfi_comm_world();
+    MF_TRY(check_call("mf_coll_node_class", c, MF_F32));
+    return mfi_coll_node_class(c, cls);
+}
 
 /* equal pieces of count elements over the world; req NULL: blocking */
 

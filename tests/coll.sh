@@ -37,6 +37,49 @@ rc=$?
 [ "$rc" -eq 2 ] || { cat "$TMPDIR_TEST/out"; fail "MF_ALLREDUCE_ALGO=butterfly: exit $rc, not 2"; }
 [ "$(grep -c "MF_ALLREDUCE_ALGO='butterfly' is not one of auto, mpi, ring, rhd, hier" "$TMPDIR_TEST/out")" -eq 2 ] ||
     { cat "$TMPDIR_TEST/out"; fail "MF_ALLREDUCE_ALGO=butterfly: no clear message on both ranks"; }
+# a tuning file decides 'auto' for the layouts it describes
+T=$TMPDIR_TEST
+auto_at() {   # auto_at NP FILE OP [ENV...]: what auto ran at 256 KiB
+    np=$1
+    file=$2
+    op=$3
+    shift 3
+    env MF_COLL_TUNING="$file" "$@" "$MPIEXEC" -n "$np" "$top_builddir/mpiflow-bench" "$op" --min-kb 256 --max-mb 0.25 \
+        --reps 3 >"$T/bench" 2>&1 || { cat "$T/bench"; fail "mpiflow-bench $op with $file: exit $?"; }
+    awk '$1 ~ /^[0-9]+$/ { print $(NF - 4) }' "$T/bench"
+}
+printf '# by hand\nallreduce 2 1 0 mpi\nallreduce 2 1 131072 ring # from 128 KiB\nallgather 2 1 0 mpi\nallreduce 4 1 0 rhd\n' \
+    >"$T/tune.txt"
+[ "$(auto_at 2 "$T/tune.txt" allreduce)" = ring ] || { cat "$T/bench"; fail "tuning file: 2-rank allreduce is not ring"; }
+[ "$(auto_at 2 "$T/tune.txt" allgather)" = mpi ] || { cat "$T/bench"; fail "tuning file: 2-rank allgather is not mpi"; }
+sed -i 's/131072 ring/131072 rhd/' "$T/tune.txt"
+[ "$(auto_at 2 "$T/tune.txt" allreduce)" = rhd ] || { cat "$T/bench"; fail "tuning file: the edited rule did not take"; }
+[ "$(auto_at 2 "$T/tune.txt" allreduce MF_ALLREDUCE_ALGO=hier)" = hier ] || fail "MF_ALLREDUCE_ALGO does not override the tuning file"
+echo "ok: a tuning file's rules decide auto, MF_ALLREDUCE_ALGO overrides them"
+# mpiflow-bench tune writes one that loads, and keeps the rules of other layouts
+"$MPIEXEC" -n 2 "$top_builddir/mpiflow-bench" tune --out "$T/tune.txt" --min-kb 64 --max-mb 0.25 --reps 3 --rounds 1 \
+    >"$T/bench" 2>&1 || { cat "$T/bench"; fail "mpiflow-bench tune: exit $?"; }
+grep -q "^allreduce  *4 1 0 rhd" "$T/tune.txt" || { cat "$T/tune.txt"; fail "tune dropped the 4-rank rule"; }
+grep -q "^allreduce  *2 1 131072 rhd" "$T/tune.txt" && fail "tune kept the old 2-rank rules"
+for op in allreduce reduce_scatter allgather; do
+    grep -q "^$op  *2 1 0 " "$T/tune.txt" || { cat "$T/tune.txt"; fail "tune wrote no 2-rank $op rule from 0 bytes"; }
+done
+picked=$(auto_at 2 "$T/tune.txt" reduce_scatter)
+want=$(awk '$1 == "reduce_scatter" && $2 == 2 && $4 <= 262144 { a = $5 } END { print a }' "$T/tune.txt")
+[ "$picked" = "$want" ] || { cat "$T/tune.txt" "$T/bench"; fail "auto ran $picked, the tuned file says $want"; }
+echo "ok: mpiflow-bench tune's file loads and auto follows it ($want for a 256 KiB reduce-scatter)"
+# a bad tuning file stops the program at start-up, naming the line
+printf 'allreduce 2 1 0 ring\nallgather 2 1 0 rhd\n' >"$T/bad.txt"
+MF_COLL_TUNING="$T/bad.txt" "$MPIEXEC" -n 2 "$top_builddir/mpiflow-train" --dataset synthetic --steps 2 --no-eval \
+    >"$T/out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || { cat "$T/out"; fail "a bad tuning file: exit $rc, not 2"; }
+[ "$(grep -c "MF_COLL_TUNING=$T/bad.txt: line 2: allgather has no rhd algorithm" "$T/out")" -eq 2 ] ||
+    { cat "$T/out"; fail "a bad tuning file: no clear message on both ranks"; }
+MF_COLL_TUNING="$T/none.txt" "$MPIEXEC" -n 2 "$top_builddir/mpiflow-train" --dataset synthetic --steps 2 --no-eval \
+    >"$T/out" 2>&1
+[ "$(grep -c "MF_COLL_TUNING=$T/none.txt: cannot open it" "$T/out")" -eq 2 ] || { cat "$T/out"; fail "a missing tuning file"; }
+echo "ok: a bad or missing tuning file is an error at start-up"
 # topology: 4 ranks as 2 emulated nodes of 2, and 3 ranks as nodes of 2 and 1
 "$MPIEXEC" -n 4 -genv MF_RANKS_PER_NODE 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1 ||
     fail "mpiflow-bench topo: exit $?"

@@ -33,6 +33,16 @@ typedef enum mf_coll_algo {
 MF_API const char *mf_coll_algo_name(mf_coll_algo a);
 /* MF_ERR_ARG for a name that is not one of them */
 MF_API mf_status mf_coll_algo_parse(const char *name, mf_coll_algo *out);
+/* What 'auto' runs for op ("allreduce", "reduce_scatter" or
+ * "allgather") moving `bytes` (the whole buffer) over all ranks: the
+ * op's MF_*_ALGO variable, else the tuning file's rule (MF_COLL_TUNING,
+ * doc/collectives.md), else the built-in table. Collective the first
+ * time (it learns the node layout). */
+MF_API mf_status mf_coll_choice(const char *op, int64_t bytes, mf_coll_algo *out);
+/* The world's node class, as tuning files name it: 1 one node; 2 several
+ * nodes with several ranks on each; 3 several nodes otherwise.
+ * Collective the first time. */
+MF_API mf_status mf_coll_node_class(int *cls);
 /* Sum of buf over all ranks into buf on every rank. Collective. */
 MF_API mf_status mf_allreduce(void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo);
 /* send holds world-size pieces of count elements; recv (count elements)
