@@ -47,7 +47,8 @@ mkdir "$work/src" "$work/build"
 (cd "$work/src" && autoreconf -fi >"$work/autoreconf.log" 2>&1) || { cat "$work/autoreconf.log"; exit 1; }
 (cd "$work/build" && "$work/src/configure" --with-cuda="$cuda" >"$work/configure.log" 2>&1) ||
     { tail -20 "$work/configure.log"; exit 1; }
-(cd "$work/build" && make -j"$jobs" >"$work/make.log" 2>&1 &&
+# (a make of its own: not the variables of a make that may be running this script)
+(cd "$work/build" && unset MAKEFLAGS MFLAGS MAKELEVEL TESTS && make -j"$jobs" >"$work/make.log" 2>&1 &&
     make -j"$jobs" check TESTS= >>"$work/make.log" 2>&1) || { tail -30 "$work/make.log"; exit 1; }
 
 # 2. the tree: programs as ELF files in elf/, the scripts where run_cuda.sh expects them

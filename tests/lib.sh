@@ -19,6 +19,19 @@ skip() {
     exit 77
 }
 
+# refused NP WANT ARGS...: mpiflow-train on NP ranks exits 2 with an
+# error matching WANT on every rank (bad input is refused, not trained on)
+refused() {
+    np=$1
+    want=$2
+    shift 2
+    run_train "$np" "$@" >/dev/null
+    [ "$rc" -eq 2 ] || fail "$*: exit $rc, expected 2"
+    [ "$(grep -c "error: .*$want" "$TMPDIR_TEST/out")" -eq "$np" ] ||
+        { cat "$TMPDIR_TEST/out"; fail "$*: not '$want' on all $np ranks"; }
+    echo "ok: $* -> $want"
+}
+
 # run_train NP ARGS...: mpiflow-train on NP ranks; output in $TMPDIR_TEST/out,
 # exit status in $rc.
 run_train() {
