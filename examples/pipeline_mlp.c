@@ -41,7 +41,8 @@ int main(int argc, char **argv)
         for (int c = first[s]; c < first[s + 1]; c++)
             CHECK(mf_module_to_global(mf_module_child_at(model, c), stage[s], "B") == MF_OK);
     const char *in_sbp[2] = {"S(0)", "S(0)"};
-    mf_pipeline_opts po = {P, first, stage, in_sbp, M, MF_PIPELINE_1F1B};
+    mf_pipeline_opts po = {.nstages = P, .first = first, .placements = stage, .input_sbp = in_sbp,
+                           .micro_batches = M, .schedule = MF_PIPELINE_1F1B};
     mf_pipeline *pipe = mf_pipeline_create(model, &po);
     CHECK(pipe);
 
