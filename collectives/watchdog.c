@@ -153,6 +153,9 @@ static void end_job(void)
 {
     fprintf(stderr, "mpiflow watchdog: aborting the job (MF_TIMEOUT=%g)\n", w.timeout);
     fflush(stderr);
+    /* The launcher forwards our stderr through a pipe; give it a moment
+     * to drain the report before the abort makes it kill everything. */
+    nanosleep(&(struct timespec){1, 0}, NULL);
     MPI_Abort(MPI_COMM_WORLD, 3);   /* MF_TIMEOUT asked for it */
 }
 
