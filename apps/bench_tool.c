@@ -240,37 +240,55 @@ static int tune(const char *path, double min_kb, double max_mb, int reps, int ro
         fprintf(out, "# measured by mpiflow-bench tune on %d ranks, %d node(s)%s, node class %d, best of %d round(s)\n", n,
                 mf_node_count(), getenv("MF_RANKS_PER_NODE") ? " (emulated)" : "", cls, rounds);
     }
+    enum { MAXS = 64 };
     for (int op = 0; op < 3; op++) {
         const mf_coll_algo all[] = {MF_COLL_MPI, MF_COLL_RING, MF_COLL_RHD, MF_COLL_HIER};
         const mf_coll_algo pieces[] = {MF_COLL_MPI, MF_COLL_RING, MF_COLL_HIER};
         const mf_coll_algo *algos = op == ALLREDUCE ? all : pieces;
-        int na = op == ALLREDUCE ? 4 : 3, last = -1;
-        double prev = 0;
-        for (double kb = min_kb; kb <= max_mb * 1024; kb *= 2) {
-            int64_t count = count_of(kb), bytes = count * 4;
-            double med[5];
+        int na = op == ALLREDUCE ? 4 : 3, ns = 0;
+        double med[MAXS][5], low[MAXS];
+        long long size[MAXS];
+        for (double kb = min_kb; kb <= max_mb * 1024 && ns < MAXS; kb *= 2) {
+            int64_t count = count_of(kb);
             if (count == 0) continue;
-            if (!measure(op, count, reps, rounds, algos, na, med)) {
+            if (!measure(op, count, reps, rounds, algos, na, med[ns])) {
                 if (out) fclose(out);
                 return 1;
             }
-            int best = 0;
+            size[ns] = (long long)count * 4;
+            low[ns] = med[ns][0];
             for (int a = 1; a < na; a++)
-                if (med[a] < med[best]) best = a;
-            /* the range goes on while its algorithm is within 3 % of the
-             * best: noise does not cut it into alternating pieces */
-            if (last >= 0 && med[last] <= 1.03 * med[best]) best = last;
+                if (med[ns][a] < low[ns]) low[ns] = med[ns][a];
+            ns++;
+        }
+        /* Each size takes, of the algorithms within 5 % of the best
+         * there, the one whose worst time over the best at this size and
+         * its two neighbours is least: when two are close, one noisy
+         * measurement does not pick the one that is slow next door. A
+         * range goes on while its algorithm stays among those and scores
+         * within 3 % of the choice, so noise does not cut it into
+         * alternating pieces. */
+        int last = -1;
+        for (int i = 0; i < ns; i++) {
+            double score[5];
+            int best = -1;
+            for (int a = 0; a < na; a++) {
+                score[a] = 0;
+                for (int j = i > 0 ? i - 1 : 0; j <= i + 1 && j < ns; j++)
+                    if (med[j][a] / low[j] > score[a]) score[a] = med[j][a] / low[j];
+                if (med[i][a] <= 1.05 * low[i] && (best < 0 || score[a] < score[best])) best = a;
+            }
+            if (last >= 0 && med[i][last] <= 1.05 * low[i] && score[last] <= 1.03 * score[best]) best = last;
             if (mf_rank() == 0) {
-                printf("%-15s %12lld bytes:", op_names[op], (long long)bytes);
-                for (int a = 0; a < na; a++) printf(" %s %.1f us", mf_coll_algo_name(algos[a]), med[a] * 1e6);
-                printf(" -> %s\n", mf_coll_algo_name(algos[best]));
+                printf("%-15s %12lld bytes:", op_names[op], size[i]);
+                for (int a = 0; a < na; a++) printf(" %s %.1f us", mf_coll_algo_name(algos[a]), med[i][a] * 1e6);
+                printf(" -> %s (worst %.2f of the best nearby)\n", mf_coll_algo_name(algos[best]), score[best]);
                 fflush(stdout);
             }
             if (out && best != last)   /* a new range from halfway between this size and the last */
-                fprintf(out, "%-15s %d %d %lld %s\n", op_names[op], n, cls,
-                        last < 0 ? 0LL : (long long)((prev + (double)bytes) / 2), mf_coll_algo_name(algos[best]));
+                fprintf(out, "%-15s %d %d %lld %s\n", op_names[op], n, cls, i == 0 ? 0LL : (size[i - 1] + size[i]) / 2,
+                        mf_coll_algo_name(algos[best]));
             last = best;
-            prev = (double)bytes;
         }
     }
     int fail = 0;
