@@ -31,7 +31,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: mpiexec -n N mpiflow-bench allreduce|reduce_scatter|allgather [--min-kb K] [--max-mb M]\n"
                  "                    [--reps R] [--rounds K]\n"
-                 "       mpiexec -n N mpiflow-bench tune [--out FILE] [--min-kb K] [--max-mb M] [--rounds K]\n"
+                 "       mpiexec -n N mpiflow-bench tune [--out FILE] [--verify] [--min-kb K] [--max-mb M] [--rounds K]\n"
                  "       mpiexec -n N mpiflow-bench topo\n"
                  "Times each collective algorithm against the MPI library's own call, in one run;\n"
                  "topo prints what each rank sees: its node and local rank (MF_RANKS_PER_NODE=k\n"
@@ -43,6 +43,8 @@ static void usage(FILE *out)
                  "                  algorithm per size for this rank count and node layout to --out\n"
                  "                  (default mpiflow-tuning.txt; rules for other layouts in it are\n"
                  "                  kept); then MF_COLL_TUNING=FILE makes 'auto' follow it\n"
+                 "  --verify        (tune) then load the file just written and print the three\n"
+                 "                  tables from 64 KiB, in the same run: what 'auto' gains here\n"
                  "  --min-kb K      smallest message in KiB (default 4)\n"
                  "  --max-mb M      largest message in MiB (default 256; tune: 64)\n"
                  "  --reps R        repetitions per size; the median is kept (default: by size, 5..200,\n"
@@ -160,7 +162,7 @@ static bool measure(int op, int64_t count, int reps, int rounds, const mf_coll_a
 
 static int64_t count_of(double kb) { return (int64_t)(kb * 1024) / 4 / mf_world_size() * mf_world_size(); }
 
-static int table(int op, double min_kb, double max_mb, int reps, int rounds)
+static int table(int op, double min_kb, double max_mb, int reps, int rounds, const char *tuning)
 {
     int n = mf_world_size();
     const mf_coll_algo all_algos[] = {MF_COLL_MPI, MF_COLL_RING, MF_COLL_RHD, MF_COLL_HIER, MF_COLL_AUTO};
@@ -168,7 +170,6 @@ static int table(int op, double min_kb, double max_mb, int reps, int rounds)
     const mf_coll_algo *algos = op == ALLREDUCE ? all_algos : piece_algos;
     const int na = op == ALLREDUCE ? 5 : 4;
     double factor = n == 1 ? 1.0 : op == ALLREDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
-    const char *tuning = getenv("MF_COLL_TUNING");
     if (mf_rank() == 0) {
         printf("%s, float32, %d rank(s) on %d node(s)%s, best of %d round(s); time us, busbw GB/s (algbw * %.2f)%s%s\n",
                op_names[op], n, mf_node_count(), getenv("MF_RANKS_PER_NODE") ? " (emulated)" : "", rounds, factor,
@@ -210,13 +211,20 @@ static void keep_others(FILE *out, const char *path, int n, int cls)
     while (f && fgets(line, sizeof line, f)) {
         char op[32];
         int ranks, nodes;
+        const char *m = strstr(line, " node class ");
+        if (!strncmp(line, "# measured by ", 14) && m && sscanf(strstr(line, " on ") ? strstr(line, " on ") : "",
+                                                                " on %d ranks", &ranks) == 1 &&
+            sscanf(m, " node class %d", &nodes) == 1) {   /* the heading of another layout's rules */
+            if (ranks != n || nodes != cls) fputs(line, out);
+            continue;
+        }
         if (line[0] == '#' || sscanf(line, "%31s %d %d", op, &ranks, &nodes) != 3) continue;
         if (ranks != n || nodes != cls) fputs(line, out);
     }
     if (f) fclose(f);
 }
 
-static int tune(const char *path, double min_kb, double max_mb, int reps, int rounds)
+static int tune(const char *path, double min_kb, double max_mb, int reps, int rounds, bool verify)
 {
     int n = mf_world_size(), cls = 1;
     if (n < 2) {
@@ -296,7 +304,13 @@ static int tune(const char *path, double min_kb, double max_mb, int reps, int ro
     mf_allreduce(&fail, 1, MF_I32, MF_COLL_MPI);
     if (mf_rank() == 0)
         fprintf(fail ? stderr : stdout, fail ? "mpiflow-bench: error: tune: cannot write %s\n" : "wrote %s\n", path);
-    return fail;
+    if (fail || !verify) return fail;
+    if (mf_agree(mf_coll_tuning_load(path)) != MF_OK) return 1;
+    for (int op = 0; op < 3; op++) {
+        if (mf_rank() == 0) printf("\n");
+        if (table(op, min_kb > 64 ? min_kb : 64, max_mb, reps, rounds, path)) return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -306,7 +320,7 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "topo")) return topo(argc, argv);
-    bool tuning = !strcmp(argv[1], "tune");
+    bool tuning = !strcmp(argv[1], "tune"), verify = false;
     int op = !strcmp(argv[1], "allreduce") ? ALLREDUCE : !strcmp(argv[1], "reduce_scatter") ? REDUCE_SCATTER
              : !strcmp(argv[1], "allgather") ? ALLGATHER : -1;
     if (op < 0 && !tuning) {
@@ -323,6 +337,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps") && v) reps = atoi(v), i++;
         else if (!strcmp(argv[i], "--rounds") && v) rounds = atoi(v), i++;
         else if (!strcmp(argv[i], "--out") && v && tuning) path = v, i++;
+        else if (!strcmp(argv[i], "--verify") && tuning) verify = true;
         else if (!strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
@@ -339,7 +354,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "mpiflow-bench: error: %s\n", mf_last_error());
         return 1;
     }
-    int rc = tuning ? tune(path, min_kb, max_mb, reps, rounds) : table(op, min_kb, max_mb, reps, rounds);
+    int rc = tuning ? tune(path, min_kb, max_mb, reps, rounds, verify)
+                    : table(op, min_kb, max_mb, reps, rounds, getenv("MF_COLL_TUNING"));
     if (rc == 1) fprintf(stderr, "mpiflow-bench: error: %s\n", mf_last_error());
     mf_finalize();
     return rc;

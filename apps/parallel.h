@@ -1,6 +1,6 @@
 /*
  * apps/parallel.h - mpiflow-train's --parallel modes: placements and SBP
- * choices for the model's parameters and the data (DESIGN 4).
+ * choices for the model's parameters and the data (doc/design.md section 4).
  */
 #ifndef MPIFLOW_APPS_PARALLEL_H
 #define MPIFLOW_APPS_PARALLEL_H

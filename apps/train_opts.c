@@ -38,7 +38,7 @@ void train_opts_usage(FILE *f)
         "  --lr-step-size N --lr-gamma G      step: lr * G every N steps (default 1000, 0.1)\n"
         "  --warmup-steps N --lr-min X        cosine: linear warmup, then decay to X\n"
         "  --lr-boundaries S1,S2,.. --lr-values V0,V1,V2,..   piecewise constant\n"
-        "parallel (DESIGN 4: only SBP choices; see doc/parallelism.md):\n"
+        "parallel (each mode is only SBP choices; see doc/parallelism.md):\n"
         "  --parallel none|dp|mp|hybrid|2d   (default: none on 1 rank, dp on more)\n"
         "      dp      parameters B, data S(0): data parallel\n"
         "      mp      every Linear weight and bias S(0), data B: model parallel\n"

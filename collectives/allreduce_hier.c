@@ -21,9 +21,9 @@
 #include <string.h>
 #include "collectives/coll_algo.h"
 #include "collectives/coll_hier.h"
-#include "lib/error.h"
+#include "base/error.h"
 
-mf_status mfi_allreduce_hier(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
+mf_status mfi_allreduce_hier(mfi_comm *c, void *buf, int64_t count, mf_dtype dt)
 {
     mfi_hier *h;
     MF_TRY(mfi_hier_get(c, &h));

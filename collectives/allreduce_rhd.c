@@ -13,7 +13,7 @@
  */
 #include <stdlib.h>
 #include "collectives/coll_algo.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 /* the real rank of folded rank v */
 static int real_rank(int v, int rem)
@@ -30,7 +30,7 @@ static void span(int64_t count, int p, int lo, int hi, int64_t *off, int64_t *le
     *len = o2 + l2 - *off;
 }
 
-mf_status mfi_allreduce_rhd(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
+mf_status mfi_allreduce_rhd(mfi_comm *c, void *buf, int64_t count, mf_dtype dt)
 {
     int n = c->size, r = c->rank, p = 1;
     while (2 * p <= n) p *= 2;

@@ -9,9 +9,9 @@
  */
 #include <stdlib.h>
 #include "collectives/coll_algo.h"
-#include "lib/error.h"
+#include "base/error.h"
 
-mf_status mfi_allreduce_ring(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
+mf_status mfi_allreduce_ring(mfi_comm *c, void *buf, int64_t count, mf_dtype dt)
 {
     int n = c->size, r = c->rank, right = (r + 1) % n, left = (r + n - 1) % n;
     size_t es = mf_dtype_size(dt);

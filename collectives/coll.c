@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collectives/coll_algo.h"
-#include "lib/error.h"
+#include "base/error.h"
 
-static mf_status check_comm(const char *what, const mf_comm *c, mf_dtype dt)
+static mf_status check_comm(const char *what, const mfi_comm *c, mf_dtype dt)
 {
     if (!c || c->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "%s: no communicator (is mf_init done?)", what);
     if (mfi_mpi_type(dt) == MPI_DATATYPE_NULL) MF_FAIL(MF_ERR_DTYPE, "%s: unsupported dtype %d", what, (int)dt);
@@ -56,7 +56,7 @@ static mf_status int_counts(const char *what, int n, const int64_t *counts, int 
     return MF_OK;
 }
 
-mf_status mfi_comm_split(mf_comm *parent, int color, int key, mf_comm **out)
+mf_status mfi_comm_split(mfi_comm *parent, int color, int key, mfi_comm **out)
 {
     *out = NULL;
     if (!parent || parent->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "mfi_comm_split: no parent communicator");
@@ -66,7 +66,7 @@ mf_status mfi_comm_split(mf_comm *parent, int color, int key, mf_comm **out)
     mfi_ledger_leave(tok);
     if (rc != MPI_SUCCESS) return mfi_mpi_fail(rc, "MPI_Comm_split");
     if (nc == MPI_COMM_NULL) return MF_OK;
-    mf_comm *c = calloc(1, sizeof *c);
+    mfi_comm *c = calloc(1, sizeof *c);
     if (!c) {
         MPI_Comm_free(&nc);
         MF_FAIL(MF_ERR_NOMEM, "mfi_comm_split: out of memory");
@@ -80,7 +80,7 @@ mf_status mfi_comm_split(mf_comm *parent, int color, int key, mf_comm **out)
     return MF_OK;
 }
 
-void mfi_comm_free(mf_comm *c)
+void mfi_comm_free(mfi_comm *c)
 {
     if (!c || !c->owned) return;
     mfi_comm_extras_free(c);
@@ -90,10 +90,10 @@ void mfi_comm_free(mf_comm *c)
     free(c);
 }
 
-int mfi_comm_rank_in(const mf_comm *c) { return c ? c->rank : -1; }
-int mfi_comm_size_of(const mf_comm *c) { return c ? c->size : 0; }
+int mfi_comm_rank_in(const mfi_comm *c) { return c ? c->rank : -1; }
+int mfi_comm_size_of(const mfi_comm *c) { return c ? c->size : 0; }
 
-mf_status mfi_reduce_scatter_mpi(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_reduce_scatter_mpi(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     int *cnt, *disp;
     if (all_equal(c->size, counts)) {   /* MPI's block variant picks better algorithms */
@@ -108,7 +108,7 @@ mf_status mfi_reduce_scatter_mpi(mf_comm *c, const void *send, void *recv, const
     return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Reduce_scatter");
 }
 
-mf_status mfi_allgather_mpi(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_allgather_mpi(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     int *cnt, *disp;
     if (all_equal(c->size, counts)) {
@@ -123,7 +123,7 @@ mf_status mfi_allgather_mpi(mf_comm *c, const void *send, void *recv, const int6
     return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Allgatherv");
 }
 
-mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, void *recv,
+mf_status mfi_alltoall(mfi_comm *c, const void *send, const int64_t *scounts, void *recv,
                        const int64_t *rcounts, mf_dtype dt)
 {
     MF_TRY(check_comm("all-to-all", c, dt));
@@ -148,7 +148,7 @@ mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, voi
     return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Alltoallv");
 }
 
-mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root)
+mf_status mfi_bcast(mfi_comm *c, void *buf, int64_t count, mf_dtype dt, int root)
 {
     int n = 0;
     MF_TRY(check_comm("broadcast", c, dt));
@@ -161,14 +161,14 @@ mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root)
 }
 
 struct mfi_xreq {
-    mf_comm *c;
+    mfi_comm *c;
     int n, npeers;
     int *peers;          /* the ranks it exchanges with, for the watchdog */
     char what[192];      /* the ledger context at the start */
     MPI_Request req[];
 };
 
-mf_status mfi_exchange_start(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
+mf_status mfi_exchange_start(mfi_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
                              mf_dtype dt, int tag, mfi_xreq **out)
 {
     *out = NULL;
@@ -228,14 +228,6 @@ bool mfi_exchange_test(mfi_xreq *x)
     int rc = sts ? MPI_Testall(x->n, x->req, &done, sts) : MPI_SUCCESS;
     free(sts);
     return rc != MPI_SUCCESS || done != 0;   /* a failure: the wait reports it */
-}
-
-mf_status mfi_exchange(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
-                       mf_dtype dt)
-{
-    mfi_xreq *x;
-    MF_TRY(mfi_exchange_start(c, sends, nsend, recvs, nrecv, dt, 7, &x));
-    return mfi_exchange_wait(x);
 }
 
 void mfi_pack_axis(const void *src, size_t elsize, int64_t outer, int64_t axis, int64_t inner, int64_t off,

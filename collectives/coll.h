@@ -3,7 +3,7 @@
  * (not installed).
  *
  * The layer knows buffers, counts, dtypes and communicators, never
- * tensors or SBP (DESIGN.md section 1). The global-tensor layer's boxing
+ * tensors or SBP (doc/design.md section 1). The global-tensor layer's boxing
  * calls only these functions. Every communicator is an MPI duplicate or
  * split of the world duplicate, so it inherits MPI_ERRORS_RETURN and an
  * MPI failure comes back as MF_ERR_MPI.
@@ -19,39 +19,39 @@
 #include <stdint.h>
 #include "mpiflow/status.h"
 #include "mpiflow/coll.h"
-#include "mpiflow/tensor.h"
+#include "mpiflow/dtype.h"
 
-typedef struct mf_comm mf_comm;
+typedef struct mfi_comm mfi_comm;
 
 /* The world duplicate (borrowed; valid between mf_init and mf_finalize). */
-mf_comm *mfi_comm_world(void);
+mfi_comm *mfi_comm_world(void);
 /* Splits parent: ranks with the same color >= 0 share a communicator,
  * ordered by key; color < 0 gets *out = NULL. Collective over parent. */
-mf_status mfi_comm_split(mf_comm *parent, int color, int key, mf_comm **out);
-void mfi_comm_free(mf_comm *c);
-int mfi_comm_rank_in(const mf_comm *c);
-int mfi_comm_size_of(const mf_comm *c);
+mf_status mfi_comm_split(mfi_comm *parent, int color, int key, mfi_comm **out);
+void mfi_comm_free(mfi_comm *c);
+int mfi_comm_rank_in(const mfi_comm *c);
+int mfi_comm_size_of(const mfi_comm *c);
 
 /* Sum over all ranks of c of send into recv (send == recv: in place). */
-mf_status mfi_allreduce(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt);
+mf_status mfi_allreduce(mfi_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt);
 /* send holds size pieces back to back (counts[r] elements for rank r);
  * recv gets the sum of this rank's piece. */
-mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+mf_status mfi_reduce_scatter(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
 /* Each rank contributes counts[rank] elements; recv gets all pieces back
  * to back in rank order. */
-mf_status mfi_allgather(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
+mf_status mfi_allgather(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt);
 /* A sum whose bits do not depend on the rank count (deterministic.c):
  * over npieces virtual pieces of count elements each, of which this rank
  * holds pieces mfi_block(npieces, size, rank) back to back in local; out
  * gets the sum over all pieces in piece order 0, 1, ..., gathered by
  * algorithm `gather`. out may be local. */
-mf_status mfi_allreduce_pieces(mf_comm *c, const void *local, int npieces, void *out, int64_t count, mf_dtype dt,
+mf_status mfi_allreduce_pieces(mfi_comm *c, const void *local, int npieces, void *out, int64_t count, mf_dtype dt,
                                mf_coll_algo gather);
 /* send holds scounts[r] elements for each rank r back to back; recv gets
  * rcounts[r] elements from each rank r back to back. */
-mf_status mfi_alltoall(mf_comm *c, const void *send, const int64_t *scounts, void *recv,
+mf_status mfi_alltoall(mfi_comm *c, const void *send, const int64_t *scounts, void *recv,
                        const int64_t *rcounts, mf_dtype dt);
-mf_status mfi_bcast(mf_comm *c, void *buf, int64_t count, mf_dtype dt, int root);
+mf_status mfi_bcast(mfi_comm *c, void *buf, int64_t count, mf_dtype dt, int root);
 
 /* Non-blocking versions (request.c): the call returns once the request
  * is queued; buffers must stay untouched until mfi_wait, which frees the
@@ -63,12 +63,10 @@ bool mfi_coll_cuda_aware(void);
 /* Sums over ranks in rank order (MF_DETERMINISTIC=1), on the host. */
 bool mfi_coll_deterministic(void);
 /* A blocking allreduce by the given algorithm (MF_COLL_MPI: the library's own). */
-mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a);
-mf_status mfi_iallreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo, mfi_request **out);
-mf_status mfi_ireduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
+mf_status mfi_allreduce_algo(mfi_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a);
+mf_status mfi_iallreduce(mfi_comm *c, void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo, mfi_request **out);
+mf_status mfi_ireduce_scatter(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
                               mfi_request **out);
-mf_status mfi_iallgather(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
-                         mfi_request **out);
 bool mfi_test(mfi_request *r);
 mf_status mfi_wait(mfi_request *r);
 /* mfi_wait, and when the collective ran (mf_time's clock, for traces). */
@@ -87,8 +85,8 @@ void mfi_request_shutdown(void);
  * names, for this thread, what the next waits move ("boxing 'w' f32 [4,8]
  * S(0) -> B", "gradient bucket 2 of 3"; "" clears it); a non-blocking
  * request takes its caller's context along to the progress thread. */
-int mfi_ledger_enter(mf_comm *c, const char *op);
-int mfi_ledger_enter_p2p(mf_comm *c, const char *op, const int *peers, int npeers);
+int mfi_ledger_enter(mfi_comm *c, const char *op);
+int mfi_ledger_enter_p2p(mfi_comm *c, const char *op, const int *peers, int npeers);
 void mfi_ledger_leave(int token);
 void mfi_ledger_context(const char *text);
 void mfi_ledger_context_copy(char *buf, size_t size);
@@ -111,15 +109,12 @@ typedef struct mfi_p2p {
     void *buf;
     int64_t count;
 } mfi_p2p;
-/* Posts every receive and send, then waits for all of them. */
-mf_status mfi_exchange(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
-                       mf_dtype dt);
-/* The same in two halves: start posts every receive and send (with tag)
- * and returns; wait completes them and frees the request. The buffers
+/* Point-to-point in two halves: start posts every receive and send
+ * (with tag) and returns; wait completes them and frees the request. The buffers
  * stay untouched in between. Pipeline stages pass activations this way,
  * on their own communicator (mfi_comm_pipe). */
 typedef struct mfi_xreq mfi_xreq;
-mf_status mfi_exchange_start(mf_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
+mf_status mfi_exchange_start(mfi_comm *c, const mfi_p2p *sends, int nsend, const mfi_p2p *recvs, int nrecv,
                              mf_dtype dt, int tag, mfi_xreq **out);
 /* Whether x has completed (then mfi_exchange_wait returns at once);
  * drives MPI's progress. Not collective. */
@@ -127,7 +122,7 @@ bool mfi_exchange_test(mfi_xreq *x);
 mf_status mfi_exchange_wait(mfi_xreq *x);
 /* A duplicate of the world for pipeline transfers, so that their
  * point-to-point messages never match the boxing path's. */
-mf_comm *mfi_comm_pipe(void);
+mfi_comm *mfi_comm_pipe(void);
 
 /* Copies the block [off, off+len) along the middle axis of a row-major
  * [outer, axis, inner] array of elsize-byte elements into the dense

@@ -12,8 +12,8 @@
 struct mfi_hier {
     bool usable;         /* same ranks on every node, sharing memory */
     char why[96];        /* why not */
-    mf_comm node;        /* this rank's node */
-    mf_comm peers;       /* one rank per node: those with this local rank */
+    mfi_comm node;        /* this rank's node */
+    mfi_comm peers;       /* one rank per node: those with this local rank */
     int local, local_size, nnodes;
     int *rank_at;        /* [peer rank * local_size + local rank] -> rank of c */
     MPI_Win win;         /* shared over node, locked (lock_all) while it lives */
@@ -23,7 +23,7 @@ struct mfi_hier {
 };
 
 /* c's hierarchy, built on first call (collective over c). */
-mf_status mfi_hier_get(mf_comm *c, mfi_hier **out);
+mf_status mfi_hier_get(mfi_comm *c, mfi_hier **out);
 void mfi_hier_free(mfi_hier *h);
 /* At least bytes of window per rank (collective over the node). */
 mf_status mfi_hier_window(mfi_hier *h, size_t bytes);

@@ -1,5 +1,5 @@
 /*
- * collectives/coll_internal.h - the mf_comm struct and MPI error helper,
+ * collectives/coll_internal.h - the mfi_comm struct and MPI error helper,
  * shared by the files of collectives/ only.
  */
 #ifndef MPIFLOW_COLLECTIVES_COLL_INTERNAL_H
@@ -10,12 +10,12 @@
 
 typedef struct mfi_hier mfi_hier;
 
-struct mf_comm {
+struct mfi_comm {
     MPI_Comm comm;
     int rank, size;
     bool owned;          /* freed by mfi_comm_free */
     mfi_hier *hier;      /* node and peer split, shared window (hier.c); lazily */
-    struct mf_comm *twin;   /* duplicate for non-blocking requests (request.c); lazily */
+    struct mfi_comm *twin;   /* duplicate for non-blocking requests (request.c); lazily */
     void *scratch[2];    /* the algorithms' temporary buffers (mfi_comm_scratch) */
     size_t scratch_bytes[2];
     bool is_twin;        /* the progress thread's duplicate of another */
@@ -29,11 +29,11 @@ struct mf_comm {
  * out of memory. One user at a time: calls on c are serialised. Slot 1
  * is a second buffer for a caller (the deterministic sums) whose
  * collective uses slot 0 meanwhile. */
-void *mfi_comm_scratch(mf_comm *c, size_t bytes);
-void *mfi_comm_scratch_at(mf_comm *c, int slot, size_t bytes);
+void *mfi_comm_scratch(mfi_comm *c, size_t bytes);
+void *mfi_comm_scratch_at(mfi_comm *c, int slot, size_t bytes);
 
 /* Frees what the communicator grew lazily (hier, twin); not c itself. */
-void mfi_comm_extras_free(mf_comm *c);
+void mfi_comm_extras_free(mfi_comm *c);
 
 /* "what failed: <MPI's message>" as MF_ERR_MPI. */
 mf_status mfi_mpi_fail(int rc, const char *what);

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <stdlib.h>
 #include "collectives/coll_algo.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 MPI_Datatype mfi_mpi_type(mf_dtype dt)
 {
@@ -81,7 +81,7 @@ mf_status mfi_wait_all(int n, MPI_Request *req, const char *what)
     }
 }
 
-mf_status mfi_sendrecv(mf_comm *c, const void *sbuf, int64_t scount, int dest, void *rbuf, int64_t rcount, int src,
+mf_status mfi_sendrecv(mfi_comm *c, const void *sbuf, int64_t scount, int dest, void *rbuf, int64_t rcount, int src,
                        mf_dtype dt)
 {
     if (scount > INT_MAX || rcount > INT_MAX)
@@ -103,7 +103,7 @@ mf_status mfi_sendrecv(mf_comm *c, const void *sbuf, int64_t scount, int dest, v
     return mfi_wait_all(2, req, "MPI_Sendrecv");
 }
 
-mf_status mfi_allreduce_mpi(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
+mf_status mfi_allreduce_mpi(mfi_comm *c, void *buf, int64_t count, mf_dtype dt)
 {
     if (count > INT_MAX) MF_FAIL(MF_ERR_ARG, "allreduce: count %lld does not fit MPI's int", (long long)count);
     if (!mfi_coll_polite) {
@@ -115,7 +115,7 @@ mf_status mfi_allreduce_mpi(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
     return mfi_wait_all(1, &req, "MPI_Iallreduce");
 }
 
-void *mfi_comm_scratch_at(mf_comm *c, int slot, size_t bytes)
+void *mfi_comm_scratch_at(mfi_comm *c, int slot, size_t bytes)
 {
     if (bytes <= c->scratch_bytes[slot]) return c->scratch[slot];
     free(c->scratch[slot]);
@@ -124,4 +124,4 @@ void *mfi_comm_scratch_at(mf_comm *c, int slot, size_t bytes)
     return c->scratch[slot];
 }
 
-void *mfi_comm_scratch(mf_comm *c, size_t bytes) { return mfi_comm_scratch_at(c, 0, bytes); }
+void *mfi_comm_scratch(mfi_comm *c, size_t bytes) { return mfi_comm_scratch_at(c, 0, bytes); }

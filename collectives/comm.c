@@ -11,7 +11,7 @@
 #include <mpi.h>
 #include "collectives/comm.h"
 #include "collectives/coll_internal.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 static MPI_Comm world = MPI_COMM_NULL;
 static MPI_Comm node = MPI_COMM_NULL;    /* the ranks sharing memory (MPI_Comm_split_type) */
@@ -20,8 +20,8 @@ static int tnode_id, tnode_count = 1, tnode_rank, tnode_size = 1, emulated, from
 
 static char bind_note[128] = "not bound";
 static MPI_Comm pipe_mpi = MPI_COMM_NULL;   /* pipeline transfers (mfi_comm_pipe) */
-static mf_comm pipe_comm = {.comm = MPI_COMM_NULL, .size = 1};
-static mf_comm world_comm = {.comm = MPI_COMM_NULL, .size = 1};
+static mfi_comm pipe_comm = {.comm = MPI_COMM_NULL, .size = 1};
+static mfi_comm world_comm = {.comm = MPI_COMM_NULL, .size = 1};
 
 mf_status mfi_mpi_fail(int rc, const char *what)
 {
@@ -30,8 +30,6 @@ mf_status mfi_mpi_fail(int rc, const char *what)
     if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", rc);
     return mfi_error(MF_ERR_MPI, "%s failed: %s", what, s);
 }
-
-#define MPI_TRY MFI_MPI_TRY
 
 mf_status mfi_mpi_init(int *argc, char ***argv, bool *started)
 {
@@ -50,7 +48,7 @@ mf_status mfi_mpi_init(int *argc, char ***argv, bool *started)
 
 mf_status mfi_mpi_finalize(void)
 {
-    MPI_TRY(MPI_Finalize());
+    MFI_MPI_TRY(MPI_Finalize());
     return MF_OK;
 }
 
@@ -78,7 +76,7 @@ static mf_status topology_setup(void)
     const char *e = getenv("MF_RANKS_PER_NODE");
     long k = e && *e ? strtol(e, NULL, 10) : 0;
     int nn = 0, sn = k > 0 ? -1 : slurm_node(&nn), all = sn;
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, world));   /* every rank, or none */
+    MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, world));   /* every rank, or none */
     if (k > 0) {
         emulated = (int)k;
         tnode_id = world_rank / (int)k;
@@ -87,49 +85,49 @@ static mf_status topology_setup(void)
         tnode_id = sn;
     } else {
         int first = world_rank;   /* the node's lowest world rank names it */
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, node));
+        MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, node));
         int is_first = first == world_rank, before = 0;
-        MPI_TRY(MPI_Exscan(&is_first, &before, 1, MPI_INT, MPI_SUM, world));
+        MFI_MPI_TRY(MPI_Exscan(&is_first, &before, 1, MPI_INT, MPI_SUM, world));
         if (world_rank == 0) before = 0;
         tnode_id = is_first ? before : -1;   /* node-first ranks before this one */
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &tnode_id, 1, MPI_INT, MPI_MAX, node));
+        MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &tnode_id, 1, MPI_INT, MPI_MAX, node));
     }
     /* the local rank and size only: each communicator a hierarchical
      * algorithm runs on makes its own node and peer splits (hier.c) */
     MPI_Comm tnode = MPI_COMM_NULL;
-    MPI_TRY(MPI_Comm_split(world, tnode_id, world_rank, &tnode));
+    MFI_MPI_TRY(MPI_Comm_split(world, tnode_id, world_rank, &tnode));
     int rc = MPI_Comm_rank(tnode, &tnode_rank);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_size(tnode, &tnode_size);
     MPI_Comm_free(&tnode);
     if (rc != MPI_SUCCESS) return mfi_mpi_fail(rc, "MPI_Comm_rank");
     tnode_count = tnode_id + 1;
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &tnode_count, 1, MPI_INT, MPI_MAX, world));
+    MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &tnode_count, 1, MPI_INT, MPI_MAX, world));
     return MF_OK;
 }
 
 mf_status mfi_comm_world_setup(void)
 {
     if (world != MPI_COMM_NULL) return MF_OK;
-    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &world));
-    MPI_TRY(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
-    MPI_TRY(MPI_Comm_rank(world, &world_rank));
-    MPI_TRY(MPI_Comm_size(world, &world_size));
-    MPI_TRY(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
-    MPI_TRY(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN));
-    MPI_TRY(MPI_Comm_rank(node, &node_rank));
-    MPI_TRY(MPI_Comm_size(node, &node_size));
-    world_comm = (mf_comm){.comm = world, .rank = world_rank, .size = world_size};
-    MPI_TRY(MPI_Comm_dup(world, &pipe_mpi));
-    MPI_TRY(MPI_Comm_set_errhandler(pipe_mpi, MPI_ERRORS_RETURN));
-    pipe_comm = (mf_comm){.comm = pipe_mpi, .rank = world_rank, .size = world_size};
+    MFI_MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+    MFI_MPI_TRY(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
+    MFI_MPI_TRY(MPI_Comm_rank(world, &world_rank));
+    MFI_MPI_TRY(MPI_Comm_size(world, &world_size));
+    MFI_MPI_TRY(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+    MFI_MPI_TRY(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN));
+    MFI_MPI_TRY(MPI_Comm_rank(node, &node_rank));
+    MFI_MPI_TRY(MPI_Comm_size(node, &node_size));
+    world_comm = (mfi_comm){.comm = world, .rank = world_rank, .size = world_size};
+    MFI_MPI_TRY(MPI_Comm_dup(world, &pipe_mpi));
+    MFI_MPI_TRY(MPI_Comm_set_errhandler(pipe_mpi, MPI_ERRORS_RETURN));
+    pipe_comm = (mfi_comm){.comm = pipe_mpi, .rank = world_rank, .size = world_size};
     mfi_topo_bind(node_rank, node_size, bind_note, sizeof bind_note);
     return topology_setup();
 }
 
 const char *mfi_comm_bind_note(void) { return bind_note; }
 
-mf_comm *mfi_comm_world(void) { return &world_comm; }
-mf_comm *mfi_comm_pipe(void) { return &pipe_comm; }
+mfi_comm *mfi_comm_world(void) { return &world_comm; }
+mfi_comm *mfi_comm_pipe(void) { return &pipe_comm; }
 
 mf_status mfi_comm_world_handle(void *out, size_t size)
 {
@@ -155,9 +153,9 @@ void mfi_comm_world_teardown(void)
     mfi_comm_extras_free(&pipe_comm);
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     if (pipe_mpi != MPI_COMM_NULL) MPI_Comm_free(&pipe_mpi);
-    pipe_comm = (mf_comm){.comm = MPI_COMM_NULL, .size = 1};
+    pipe_comm = (mfi_comm){.comm = MPI_COMM_NULL, .size = 1};
     if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
-    world_comm = (mf_comm){.comm = MPI_COMM_NULL, .size = 1};
+    world_comm = (mfi_comm){.comm = MPI_COMM_NULL, .size = 1};
     world_rank = node_rank = tnode_id = tnode_rank = emulated = from_slurm = 0;
     world_size = node_size = tnode_count = tnode_size = 1;
 }
@@ -197,7 +195,7 @@ mf_status mfi_comm_agree(mf_status local, const char *msg)
     int tok = mfi_ledger_enter(&world_comm, "agreement");
     int rc = agree_on(local, msg, &lowest, &m);
     mfi_ledger_leave(tok);
-    MPI_TRY(rc);
+    MFI_MPI_TRY(rc);
     if (lowest == INT_MAX) return MF_OK;
     if (local != MF_OK) {
         /* Keep this rank's own message: it is the most specific. */
@@ -206,11 +204,4 @@ mf_status mfi_comm_agree(mf_status local, const char *msg)
     /* the failing rank's status, so every rank reports the same kind */
     mf_status st = m.status > 0 && m.status <= (int)MF_ERR_INTERNAL ? (mf_status)m.status : MF_ERR_REMOTE;
     return mfi_error(st, "rank %d: %s", lowest, m.text);
-}
-
-mf_status mfi_comm_allreduce_sum_f64(double *v, int n)
-{
-    if (world == MPI_COMM_NULL || world_size == 1) return MF_OK;
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, world));
-    return MF_OK;
 }

@@ -46,9 +46,6 @@ mf_status mfi_comm_agree(mf_status local, const char *msg);
 mf_status mfi_comm_world_handle(void *out, size_t size);
 void mfi_comm_barrier(void);
 
-/* Sum of doubles over all ranks, in place. */
-mf_status mfi_comm_allreduce_sum_f64(double *v, int n);
-
 /* Cores this process may run on (its binding), from hwloc; *total gets
  * the cores of the machine. */
 int mfi_topo_cores(int *total);

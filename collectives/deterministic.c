@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collectives/coll_algo.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 bool mfi_coll_deterministic(void)
 {
@@ -34,7 +34,7 @@ bool mfi_coll_deterministic(void)
     return on;
 }
 
-mf_status mfi_reduce_scatter_pieces(mf_comm *c, const void *local, int npieces, const int64_t *counts, void *recv,
+mf_status mfi_reduce_scatter_pieces(mfi_comm *c, const void *local, int npieces, const int64_t *counts, void *recv,
                                     mf_dtype dt)
 {
     int n = c->size, me = c->rank;
@@ -70,7 +70,7 @@ mf_status mfi_reduce_scatter_pieces(mf_comm *c, const void *local, int npieces, 
     return st;
 }
 
-mf_status mfi_allreduce_pieces(mf_comm *c, const void *local, int npieces, void *out, int64_t count, mf_dtype dt,
+mf_status mfi_allreduce_pieces(mfi_comm *c, const void *local, int npieces, void *out, int64_t count, mf_dtype dt,
                                mf_coll_algo gather)
 {
     int n = c->size;

@@ -16,9 +16,9 @@
 #include "collectives/coll_algo.h"
 #include "collectives/coll_hier.h"
 #include "collectives/comm.h"
-#include "lib/error.h"
+#include "base/error.h"
 
-static void sub_free(mf_comm *s)
+static void sub_free(mfi_comm *s)
 {
     if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
     mfi_comm_extras_free(s);
@@ -47,9 +47,9 @@ void mfi_hier_free(mfi_hier *h)
     free(h);
 }
 
-static mf_status sub_make(MPI_Comm parent, int color, int key, mf_comm *out)
+static mf_status sub_make(MPI_Comm parent, int color, int key, mfi_comm *out)
 {
-    *out = (mf_comm){.comm = MPI_COMM_NULL, .size = 1};
+    *out = (mfi_comm){.comm = MPI_COMM_NULL, .size = 1};
     MFI_MPI_TRY(MPI_Comm_split(parent, color, key, &out->comm));
     MFI_MPI_TRY(MPI_Comm_set_errhandler(out->comm, MPI_ERRORS_RETURN));
     MFI_MPI_TRY(MPI_Comm_rank(out->comm, &out->rank));
@@ -58,7 +58,7 @@ static mf_status sub_make(MPI_Comm parent, int color, int key, mf_comm *out)
 }
 
 /* the splits and the rank map; h->usable says whether they fit */
-static mf_status build(mf_comm *c, mfi_hier *h)
+static mf_status build(mfi_comm *c, mfi_hier *h)
 {
     MF_TRY(sub_make(c->comm, mfi_comm_node_id(), c->rank, &h->node));
     MF_TRY(sub_make(c->comm, h->node.rank, c->rank, &h->peers));
@@ -98,7 +98,7 @@ static mf_status build(mf_comm *c, mfi_hier *h)
     return st;
 }
 
-mf_status mfi_hier_get(mf_comm *c, mfi_hier **out)
+mf_status mfi_hier_get(mfi_comm *c, mfi_hier **out)
 {
     *out = c->hier;
     if (c->hier) return MF_OK;
@@ -164,7 +164,7 @@ mf_status mfi_hier_sync(mfi_hier *h)
     return MF_OK;
 }
 
-void mfi_comm_extras_free(mf_comm *c)
+void mfi_comm_extras_free(mfi_comm *c)
 {
     mfi_hier_free(c->hier);
     c->hier = NULL;

@@ -66,7 +66,7 @@ static void ranks_text(const int *ranks, int n, char *name, size_t len)
 
 /* c's name and its members' world ranks, worked out at its first wait
  * (with mu held); false when out of memory */
-static bool describe_comm(mf_comm *c)
+static bool describe_comm(mfi_comm *c)
 {
     if (c->ledger_name) return true;
     int *ranks = malloc((size_t)c->size * sizeof *ranks), *idx = malloc((size_t)c->size * sizeof *idx);
@@ -112,7 +112,7 @@ static mfi_ledger_slot *slot_of_thread(void)
 /* the number of communicator c, counting this entry; -1 when the table
  * is full (the wait is still recorded, unnumbered). Its place in the
  * table is kept with c. */
-static int count_on(mf_comm *c, long *seq)
+static int count_on(mfi_comm *c, long *seq)
 {
     int k = c->ledger_gen == generation + 1 ? c->ledger_index : -1;
     if (k < 0) {
@@ -134,7 +134,7 @@ static int count_on(mf_comm *c, long *seq)
 /* Records this thread's wait: the collective op on c (peers NULL), or a
  * point-to-point op with the given ranks of c. The token for leave: 0
  * not recorded, -1 nested in (or not fitting) another, 1 recorded. */
-static int enter(mf_comm *c, const char *op, const int *peers, int npeers)
+static int enter(mfi_comm *c, const char *op, const int *peers, int npeers)
 {
     if (!L.on || !c || c->size < 2) return 0;
     if (depth++ > 0) return -1;
@@ -161,9 +161,9 @@ static int enter(mf_comm *c, const char *op, const int *peers, int npeers)
     return 1;
 }
 
-int mfi_ledger_enter(mf_comm *c, const char *op) { return enter(c, op, NULL, 0); }
+int mfi_ledger_enter(mfi_comm *c, const char *op) { return enter(c, op, NULL, 0); }
 
-int mfi_ledger_enter_p2p(mf_comm *c, const char *op, const int *peers, int npeers)
+int mfi_ledger_enter_p2p(mfi_comm *c, const char *op, const int *peers, int npeers)
 {
     return npeers > 0 ? enter(c, op, peers, npeers) : 0;
 }

@@ -21,11 +21,11 @@
 #include <string.h>
 #include "collectives/coll_algo.h"
 #include "collectives/coll_hier.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 /* The hierarchy and this round's half of the window for total bytes;
  * *h NULL when the flat path must run. */
-static mf_status round_half(mf_comm *c, size_t bytes, mfi_hier **h, size_t *half)
+static mf_status round_half(mfi_comm *c, size_t bytes, mfi_hier **h, size_t *half)
 {
     MF_TRY(mfi_hier_get(c, h));
     if (!(*h)->usable || bytes > MFI_HIER_WINDOW_MAX / 2) {
@@ -40,7 +40,7 @@ static mf_status round_half(mf_comm *c, size_t bytes, mfi_hier **h, size_t *half
 
 /* the pieces of the ranks with this local rank, in peer (node) order:
  * their counts, offsets in the full buffer, and total */
-static mf_status peer_pieces(const mf_comm *c, const mfi_hier *h, const int64_t *counts, int64_t **pc,
+static mf_status peer_pieces(const mfi_comm *c, const mfi_hier *h, const int64_t *counts, int64_t **pc,
                              int64_t **po, int64_t *total)
 {
     int n = c->size, N = h->nnodes;
@@ -71,7 +71,7 @@ typedef struct round {
     char *tmp;
 } round;
 
-static mf_status round_start(mf_comm *c, const int64_t *counts, mf_dtype dt, const char *what, round *rd)
+static mf_status round_start(mfi_comm *c, const int64_t *counts, mf_dtype dt, const char *what, round *rd)
 {
     *rd = (round){.es = mf_dtype_size(dt)};
     for (int r = 0; r < c->size; r++) rd->all += counts[r];
@@ -82,12 +82,12 @@ static mf_status round_start(mf_comm *c, const int64_t *counts, mf_dtype dt, con
     return rd->tmp ? MF_OK : mfi_error(MF_ERR_NOMEM, "%s (hierarchical): out of memory", what);
 }
 
-static void round_end(mf_comm *c, round *rd)
+static void round_end(mfi_comm *c, round *rd)
 {
     if (rd->pc) free(rd->pc - c->size);   /* peer_pieces' one allocation */
 }
 
-mf_status mfi_reduce_scatter_hier(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_reduce_scatter_hier(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     round rd;
     mf_status st = round_start(c, counts, dt, "reduce-scatter", &rd);
@@ -112,7 +112,7 @@ mf_status mfi_reduce_scatter_hier(mf_comm *c, const void *send, void *recv, cons
     return st;
 }
 
-mf_status mfi_allgather_hier(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_allgather_hier(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     round rd;
     mf_status st = round_start(c, counts, dt, "allgather", &rd);

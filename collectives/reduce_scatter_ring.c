@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collectives/coll_algo.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 /* offsets of the pieces; the largest piece in *maxc */
 static int64_t *offsets(int n, const int64_t *counts, int64_t *maxc)
@@ -30,7 +30,7 @@ static int64_t *offsets(int n, const int64_t *counts, int64_t *maxc)
     return off;
 }
 
-mf_status mfi_reduce_scatter_ring(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_reduce_scatter_ring(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     int n = c->size, r = c->rank, right = (r + 1) % n, left = (r + n - 1) % n;
     size_t es = mf_dtype_size(dt);
@@ -56,7 +56,7 @@ mf_status mfi_reduce_scatter_ring(mf_comm *c, const void *send, void *recv, cons
     return st;
 }
 
-mf_status mfi_allgather_ring(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_allgather_ring(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     int n = c->size, r = c->rank, right = (r + 1) % n, left = (r + n - 1) % n;
     size_t es = mf_dtype_size(dt);

@@ -15,16 +15,17 @@
  * completion when they are started, and the results are the same.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "collectives/coll_algo.h"
 #include "collectives/comm.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 struct mf_request {
     mfi_coll_op op;
-    mf_comm *c;              /* the twin it runs on */
+    mfi_comm *c;              /* the twin it runs on */
     const void *send;
     void *recv;
     int64_t count;           /* allreduce */
@@ -99,10 +100,10 @@ static bool use_thread(void)
 }
 
 /* The twin of c, made on the first request (collective over c). */
-static mf_status twin_of(mf_comm *c, mf_comm **out)
+static mf_status twin_of(mfi_comm *c, mfi_comm **out)
 {
     if (!c->twin) {
-        mf_comm *t = calloc(1, sizeof *t);
+        mfi_comm *t = calloc(1, sizeof *t);
         if (!t) MF_FAIL(MF_ERR_NOMEM, "non-blocking collective: out of memory");
         int tok = mfi_ledger_enter(c, "communicator duplicate");
         int rc = MPI_Comm_dup(c->comm, &t->comm);
@@ -121,7 +122,7 @@ static mf_status twin_of(mf_comm *c, mf_comm **out)
     return MF_OK;
 }
 
-static mf_status submit(mfi_request *r, mf_comm *c, mfi_request **out)
+static mf_status submit(mfi_request *r, mfi_comm *c, mfi_request **out)
 {
     *out = NULL;
     mfi_ledger_context_copy(r->label, sizeof r->label);
@@ -157,7 +158,7 @@ static mf_status submit(mfi_request *r, mf_comm *c, mfi_request **out)
     return MF_OK;
 }
 
-mf_status mfi_iallreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo, mfi_request **out)
+mf_status mfi_iallreduce(mfi_comm *c, void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo, mfi_request **out)
 {
     *out = NULL;
     if (!c || c->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "allreduce: no communicator (is mf_init done?)");
@@ -167,7 +168,7 @@ mf_status mfi_iallreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt, mf_c
     return submit(r, c, out);
 }
 
-mf_status mfi_ipieces(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
+mf_status mfi_ipieces(mfi_coll_op op, mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
                       mf_coll_algo algo, mfi_request **out)
 {
     *out = NULL;
@@ -227,14 +228,8 @@ void mfi_request_shutdown(void)
     running = false;
 }
 
-mf_status mfi_ireduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
+mf_status mfi_ireduce_scatter(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
                               mfi_request **out)
 {
     return mfi_ipieces(MFI_REDUCE_SCATTER, c, send, recv, counts, dt, MF_COLL_AUTO, out);
-}
-
-mf_status mfi_iallgather(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
-                         mfi_request **out)
-{
-    return mfi_ipieces(MFI_ALLGATHER, c, send, recv, counts, dt, MF_COLL_AUTO, out);
 }

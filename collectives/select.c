@@ -1,6 +1,6 @@
 /*
  * collectives/select.c - which algorithm runs each collective: the one
- * place that decides (STYLE.md), and the entry points that dispatch.
+ * place that decides (doc/design.md section 6), and the entry points that dispatch.
  *
  * MF_ALLREDUCE_ALGO, MF_REDUCE_SCATTER_ALGO and MF_ALLGATHER_ALGO force
  * an algorithm for every call of their collective. Without them a
@@ -17,7 +17,7 @@
 #include "collectives/coll_algo.h"
 #include "collectives/coll_hier.h"
 #include "collectives/comm.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 static const char *const names[MF_COLL_ALGO_COUNT] = {"auto", "mpi", "ring", "rhd", "hier"};
 static const char *const op_names[MFI_COLL_OPS] = {"allreduce", "reduce-scatter", "allgather"};
@@ -122,7 +122,7 @@ static const rule table[] = {
 /* 1: c lies on one node; 2: several nodes, each with several of c's
  * ranks (the hierarchical algorithms' case); 3: several nodes, one rank
  * each, or uneven */
-mf_status mfi_coll_node_class(mf_comm *c, int *cls)
+mf_status mfi_coll_node_class(mfi_comm *c, int *cls)
 {
     *cls = 1;
     if (mfi_comm_node_count() == 1) return MF_OK;
@@ -145,7 +145,7 @@ static mf_coll_algo lookup(mfi_coll_op op, int ranks, int cls, int64_t bytes, bo
     return MF_COLL_MPI;
 }
 
-mf_status mfi_coll_choose(mfi_coll_op op, mf_comm *c, int64_t bytes, mf_coll_algo *out)
+mf_status mfi_coll_choose(mfi_coll_op op, mfi_comm *c, int64_t bytes, mf_coll_algo *out)
 {
     MF_TRY(forced(op, out));
     if (*out != MF_COLL_AUTO) return MF_OK;
@@ -156,7 +156,7 @@ mf_status mfi_coll_choose(mfi_coll_op op, mf_comm *c, int64_t bytes, mf_coll_alg
 }
 
 /* ------------------------------------------------------------ dispatch */
-static mf_status run_allreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt, mf_coll_algo a)
+static mf_status run_allreduce(mfi_comm *c, void *buf, int64_t count, mf_dtype dt, mf_coll_algo a)
 {
     switch (a) {
     case MF_COLL_RING: return mfi_allreduce_ring(c, buf, count, dt);
@@ -166,7 +166,7 @@ static mf_status run_allreduce(mf_comm *c, void *buf, int64_t count, mf_dtype dt
     }
 }
 
-typedef mf_status (*piece_fn)(mf_comm *, const void *, void *, const int64_t *, mf_dtype);
+typedef mf_status (*piece_fn)(mfi_comm *, const void *, void *, const int64_t *, mf_dtype);
 
 static piece_fn piece_algo(mfi_coll_op op, mf_coll_algo a)
 {
@@ -178,40 +178,40 @@ static piece_fn piece_algo(mfi_coll_op op, mf_coll_algo a)
     }
 }
 
-mf_status mfi_allreduce_flat(mf_comm *c, void *buf, int64_t count, mf_dtype dt)
+mf_status mfi_allreduce_flat(mfi_comm *c, void *buf, int64_t count, mf_dtype dt)
 {
     if (c->size == 1 || count == 0) return MF_OK;
     int64_t bytes = count * (int64_t)mf_dtype_size(dt);
     return run_allreduce(c, buf, count, dt, lookup(MFI_ALLREDUCE, c->size, 1, bytes, true));
 }
 
-static int64_t total_bytes(const mf_comm *c, const int64_t *counts, mf_dtype dt)
+static int64_t total_bytes(const mfi_comm *c, const int64_t *counts, mf_dtype dt)
 {
     int64_t all = 0;
     for (int r = 0; r < c->size; r++) all += counts[r];
     return all * (int64_t)mf_dtype_size(dt);
 }
 
-mf_status mfi_reduce_scatter_flat(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_reduce_scatter_flat(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     mf_coll_algo a = lookup(MFI_REDUCE_SCATTER, c->size, 1, total_bytes(c, counts, dt), true);
     return piece_algo(MFI_REDUCE_SCATTER, a)(c, send, recv, counts, dt);
 }
 
-mf_status mfi_allgather_flat(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_allgather_flat(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     mf_coll_algo a = lookup(MFI_ALLGATHER, c->size, 1, total_bytes(c, counts, dt), true);
     return piece_algo(MFI_ALLGATHER, a)(c, send, recv, counts, dt);
 }
 
-static mf_status check_call(const char *what, const mf_comm *c, mf_dtype dt)
+static mf_status check_call(const char *what, const mfi_comm *c, mf_dtype dt)
 {
     if (!c || c->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "%s: no communicator (is mf_init done?)", what);
     if (mfi_mpi_type(dt) == MPI_DATATYPE_NULL) MF_FAIL(MF_ERR_DTYPE, "%s: unsupported dtype %d", what, (int)dt);
     return MF_OK;
 }
 
-static mf_status allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a)
+static mf_status allreduce_algo(mfi_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a)
 {
     MF_TRY(check_call("allreduce", c, dt));
     if (count < 0) MF_FAIL(MF_ERR_ARG, "allreduce: negative count %lld", (long long)count);
@@ -223,7 +223,7 @@ static mf_status allreduce_algo(mf_comm *c, const void *send, void *recv, int64_
     return run_allreduce(c, recv, count, dt, a);
 }
 
-mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a)
+mf_status mfi_allreduce_algo(mfi_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt, mf_coll_algo a)
 {
     int tok = mfi_ledger_enter(c, "allreduce");
     mf_status st = allreduce_algo(c, send, recv, count, dt, a);
@@ -231,7 +231,7 @@ mf_status mfi_allreduce_algo(mf_comm *c, const void *send, void *recv, int64_t c
     return st;
 }
 
-static mf_status pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts,
+static mf_status pieces_algo(mfi_coll_op op, mfi_comm *c, const void *send, void *recv, const int64_t *counts,
                              mf_dtype dt, mf_coll_algo a)
 {
     MF_TRY(check_call(op_names[op], c, dt));
@@ -249,7 +249,7 @@ static mf_status pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void 
     return piece_algo(op, a)(c, send, recv, counts, dt);
 }
 
-mf_status mfi_pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *recv, const int64_t *counts,
+mf_status mfi_pieces_algo(mfi_coll_op op, mfi_comm *c, const void *send, void *recv, const int64_t *counts,
                           mf_dtype dt, mf_coll_algo a)
 {
     int tok = mfi_ledger_enter(c, op_names[op]);
@@ -258,17 +258,17 @@ mf_status mfi_pieces_algo(mfi_coll_op op, mf_comm *c, const void *send, void *re
     return st;
 }
 
-mf_status mfi_allreduce(mf_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt)
+mf_status mfi_allreduce(mfi_comm *c, const void *send, void *recv, int64_t count, mf_dtype dt)
 {
     return mfi_allreduce_algo(c, send, recv, count, dt, MF_COLL_AUTO);
 }
 
-mf_status mfi_reduce_scatter(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_reduce_scatter(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     return mfi_pieces_algo(MFI_REDUCE_SCATTER, c, send, recv, counts, dt, MF_COLL_AUTO);
 }
 
-mf_status mfi_allgather(mf_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+mf_status mfi_allgather(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
 {
     return mfi_pieces_algo(MFI_ALLGATHER, c, send, recv, counts, dt, MF_COLL_AUTO);
 }
@@ -297,7 +297,7 @@ bool mf_test(mf_request *req) { return mfi_test(req); }
 void mf_pieces_range(int npieces, int *first, int *count)
 {
     int64_t f = 0, k = 0;
-    mf_comm *c = mfi_comm_world();
+    mfi_comm *c = mfi_comm_world();
     if (npieces > 0) mfi_block(npieces, c->size > 0 ? c->size : 1, c->rank, &f, &k);
     *first = (int)f;
     *count = (int)k;
@@ -310,7 +310,7 @@ mf_status mf_allreduce_pieces(const void *local, void *out, int64_t count, mf_dt
     if (count < 0) MF_FAIL(MF_ERR_ARG, "mf_allreduce_pieces: negative count %lld", (long long)count);
     if (!out && count > 0) MF_FAIL(MF_ERR_ARG, "mf_allreduce_pieces: out is NULL");
     MF_TRY(check_algo(MFI_ALLREDUCE, algo, "mf_allreduce_pieces"));
-    mf_comm *c = mfi_comm_world();
+    mfi_comm *c = mfi_comm_world();
     MF_TRY(check_call("mf_allreduce_pieces", c, dt));
     if (count == 0) return MF_OK;
     return mfi_allreduce_pieces(c, local, npieces, out, count, dt, algo);
@@ -322,7 +322,7 @@ mf_status mf_coll_choice(const char *op, int64_t bytes, mf_coll_algo *out)
     mfi_coll_op o;
     if (!out) MF_FAIL(MF_ERR_ARG, "mf_coll_choice: out is NULL");
     if (mfi_coll_op_parse(op, &o) != MF_OK) MF_FAIL(MF_ERR_ARG, "mf_coll_choice: %s", mf_last_error());
-    mf_comm *c = mfi_comm_world();
+    mfi_comm *c = mfi_comm_world();
     MF_TRY(check_call("mf_coll_choice", c, MF_F32));
     if (c->size == 1) {
         *out = MF_COLL_MPI;
@@ -334,7 +334,7 @@ mf_status mf_coll_choice(const char *op, int64_t bytes, mf_coll_algo *out)
 mf_status mf_coll_node_class(int *cls)
 {
     if (!cls) MF_FAIL(MF_ERR_ARG, "mf_coll_node_class: cls is NULL");
-    mf_comm *c = mfi_comm_world();
+    mfi_comm *c = mfi_comm_world();
     MF_TRY(check_call("mf_coll_node_class", c, MF_F32));
     return mfi_coll_node_class(c, cls);
 }
@@ -348,7 +348,7 @@ static mf_status world_pieces(mfi_coll_op op, const char *fn, const void *send, 
     if ((!send || !recv) && count > 0) MF_FAIL(MF_ERR_ARG, "%s: a buffer is NULL", fn);
     if (count < 0) MF_FAIL(MF_ERR_ARG, "%s: negative count %lld", fn, (long long)count);
     MF_TRY(check_algo(op, algo, fn));
-    mf_comm *c = mfi_comm_world();
+    mfi_comm *c = mfi_comm_world();
     if (req) MF_TRY(check_call(fn, c, dt));
     int n = c->size > 0 ? c->size : 1;
     int64_t *counts = malloc((size_t)n * sizeof *counts);

@@ -3,7 +3,7 @@
  *
  * The cores in this process's binding and on the machine, which set the
  * default thread count, and a one-line description for mpiflow-bench
- * topo (DESIGN.md section 6).
+ * topo (doc/design.md section 6).
  */
 #include <hwloc.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collectives/coll_algo.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 typedef struct trule {
     mfi_coll_op op;
@@ -76,37 +76,56 @@ static mf_status parse_line(char *line, const char *path, int no, trule *r, int 
     return MF_OK;
 }
 
-mf_status mfi_coll_tuning_load(void)
+/* The rules of the file at path into *out (*nout of them). */
+static mf_status read_rules(const char *path, trule **out, int *nout)
 {
-    static int done;
-    if (done) return MF_OK;
-    const char *path = getenv("MF_COLL_TUNING");
-    if (!path || !*path) {
-        done = 1;
-        return MF_OK;
-    }
+    *out = NULL;
+    *nout = 0;
     FILE *f = fopen(path, "r");
     if (!f) MF_FAIL(MF_ERR_ARG, "MF_COLL_TUNING=%s: cannot open it (%s)", path, strerror(errno));
     char line[512];
     mf_status st = MF_OK;
+    trule *rs = NULL;
+    int n = 0;
     for (int no = 1; st == MF_OK && fgets(line, sizeof line, f); no++) {
         trule r;
         int blank;
         st = parse_line(line, path, no, &r, &blank);
         if (st != MF_OK || blank) continue;
-        trule *nr = realloc(rules, (size_t)(nrules + 1) * sizeof *nr);
+        trule *nr = realloc(rs, (size_t)(n + 1) * sizeof *nr);
         if (!nr) st = mfi_error(MF_ERR_NOMEM, "MF_COLL_TUNING: out of memory");
-        else (rules = nr)[nrules++] = r;
+        else (rs = nr)[n++] = r;
     }
     if (st == MF_OK && ferror(f)) st = mfi_error(MF_ERR_ARG, "MF_COLL_TUNING=%s: read error", path);
     fclose(f);
     if (st != MF_OK) {
-        free(rules);
-        rules = NULL;
-        nrules = 0;
+        free(rs);
         return st;
     }
+    *out = rs;
+    *nout = n;
+    return MF_OK;
+}
+
+mf_status mfi_coll_tuning_load(void)
+{
+    static int done;
+    if (done) return MF_OK;
+    const char *path = getenv("MF_COLL_TUNING");
+    if (path && *path) MF_TRY(read_rules(path, &rules, &nrules));
     done = 1;
+    return MF_OK;
+}
+
+mf_status mf_coll_tuning_load(const char *path)
+{
+    if (!path || !*path) MF_FAIL(MF_ERR_ARG, "mf_coll_tuning_load: no file named");
+    trule *rs;
+    int n;
+    MF_TRY(read_rules(path, &rs, &n));
+    free(rules);
+    rules = rs;
+    nrules = n;
     return MF_OK;
 }
 

@@ -31,7 +31,7 @@
 #include <time.h>
 #include "collectives/coll_internal.h"
 #include "collectives/ledger.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 enum { TAG_Q = 1, TAG_A = 2, MSG = 8192 };
 #define L mfi_ledger_state

@@ -1,5 +1,5 @@
 /*
- * examples/hybrid_mlp.c - the seeds' mixed_parallel_mlp as a program:
+ * examples/hybrid_mlp.c - OneFlow's mixed_parallel_mlp as a program:
  * the hidden layer data parallel (weights B, data S(0)), the output layer
  * split by output features (S(0)). Only the SBPs say so; the library
  * derives the communication. Run it on any number of ranks: the losses

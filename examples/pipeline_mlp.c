@@ -1,5 +1,5 @@
 /*
- * examples/pipeline_mlp.c - the seeds' "network relay": the hidden layer
+ * examples/pipeline_mlp.c - OneFlow's "network relay": the hidden layer
  * on rank 0, the output layer on rank 1, and micro-batches flowing
  * through them in the 1F1B schedule. On one rank both stages are one.
  * The losses are those of one rank.

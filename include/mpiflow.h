@@ -9,6 +9,7 @@
 #define MPIFLOW_H
 
 #include "mpiflow/status.h"
+#include "mpiflow/dtype.h"
 #include "mpiflow/runtime.h"
 #include "mpiflow/tensor.h"
 #include "mpiflow/global.h"

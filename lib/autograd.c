@@ -185,8 +185,61 @@ static int by_seq_desc(const void *a, const void *b)
     return x->seq < y->seq ? 1 : x->seq > y->seq ? -1 : 0;
 }
 
+/* One backward's leaves and the gradient contributions each still
+ * awaits: an open-addressing table keyed by the leaf's address. The
+ * counts belong to the backward, not to the tensors. */
+typedef struct leaf_table {
+    mf_tensor **key;
+    int *pending;
+    size_t cap, n;   /* cap: a power of two, or 0 */
+} leaf_table;
+
+/* The pending count of leaf (added at 0 when add), NULL when absent or
+ * out of memory (add: an error is set). */
+static int *leaf_pending(leaf_table *t, mf_tensor *leaf, bool add)
+{
+    if (add && 2 * (t->n + 1) > t->cap) {   /* grow: at most half full */
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        mf_tensor **key = calloc(cap, sizeof *key);
+        int *pending = calloc(cap, sizeof *pending);
+        if (!key || !pending) {
+            free(key);
+            free(pending);
+            mfi_error(MF_ERR_NOMEM, "mf_backward: out of memory");
+            return NULL;
+        }
+        for (size_t i = 0; i < t->cap; i++) {
+            if (!t->key[i]) continue;
+            size_t h = mfi_hash_ptr(t->key[i], cap);
+            while (key[h]) h = (h + 1) & (cap - 1);
+            key[h] = t->key[i];
+            pending[h] = t->pending[i];
+        }
+        free(t->key);
+        free(t->pending);
+        t->key = key;
+        t->pending = pending;
+        t->cap = cap;
+    }
+    if (!t->cap) return NULL;
+    size_t h = mfi_hash_ptr(leaf, t->cap);
+    while (t->key[h] && t->key[h] != leaf) h = (h + 1) & (t->cap - 1);
+    if (!t->key[h]) {
+        if (!add) return NULL;
+        t->key[h] = leaf;
+        t->n++;
+    }
+    return &t->pending[h];
+}
+
+static void leaf_table_free(leaf_table *t)
+{
+    free(t->key);
+    free(t->pending);
+}
+
 /* All nodes reachable from root, unsorted; counts leaf contributions. */
-static mf_status collect(mfi_node *root, mfi_node ***out, size_t *count)
+static mf_status collect(mfi_node *root, mfi_node ***out, size_t *count, leaf_table *leaves)
 {
     uint64_t mark = ++backward_mark;
     size_t cap = 64, n = 0, head = 0;
@@ -197,7 +250,14 @@ static mf_status collect(mfi_node *root, mfi_node ***out, size_t *count)
     while (head < n) {
         mfi_node *nd = list[head++];
         for (int i = 0; i < nd->call.n_in; i++) {
-            if (nd->edges[i].leaf) nd->edges[i].leaf->bw_pending++;
+            if (nd->edges[i].leaf) {
+                int *c = leaf_pending(leaves, nd->edges[i].leaf, true);
+                if (!c) {
+                    free(list);
+                    return mf_last_status();
+                }
+                (*c)++;
+            }
             mfi_node *m = nd->edges[i].node;
             if (!m || m->mark == mark) continue;
             m->mark = mark;
@@ -218,19 +278,21 @@ static mf_status collect(mfi_node *root, mfi_node ***out, size_t *count)
     return MF_OK;
 }
 
-static mf_status leaf_done(mf_tensor *leaf, mf_tensor *g)
+/* One contribution g to leaf's gradient; *pending counts those still to
+ * come in this backward: at 0 the gradient is final. */
+static mf_status leaf_done(mf_tensor *leaf, mf_tensor *g, int *pending, bool sync)
 {
     mf_status st = MF_OK;
     if (g) st = accumulate(&leaf->grad, g, true);
     leaf->grad_synced = false;
-    if (--leaf->bw_pending == 0 && st == MF_OK && leaf->grad) {
-        if (sync_hook) sync_hook(leaf, sync_user);
+    if (--*pending == 0 && st == MF_OK && leaf->grad) {
+        if (sync && sync_hook) sync_hook(leaf, sync_user);
         if (ready_hook) ready_hook(leaf, ready_user);
     }
     return st;
 }
 
-static mf_status run_node(mfi_node *nd, bool retain)
+static mf_status run_node(mfi_node *nd, bool retain, bool sync, leaf_table *leaves)
 {
     mfi_call *c = &nd->call;
     mf_tensor **gx = calloc((size_t)(c->n_in > 0 ? c->n_in : 1), sizeof *gx);
@@ -252,13 +314,15 @@ static mf_status run_node(mfi_node *nd, bool retain)
                 st = mfi_error(MF_ERR_INTERNAL, "mf_backward: %s gave a gradient of the wrong shape or "
                                "dtype for input %d", c->op->name, i);
         }
+        int *pending = nd->edges[i].leaf ? leaf_pending(leaves, nd->edges[i].leaf, false) : NULL;
+        if (st == MF_OK && nd->edges[i].leaf && !pending)
+            st = mfi_error(MF_ERR_INTERNAL, "mf_backward: a leaf of %s was not counted", c->op->name);
         if (st != MF_OK) {
             mf_tensor_destroy(g);
-            if (nd->edges[i].leaf) nd->edges[i].leaf->bw_pending--;
             continue;
         }
         if (nd->edges[i].leaf) {
-            st = leaf_done(nd->edges[i].leaf, g);
+            st = leaf_done(nd->edges[i].leaf, g, pending, sync);
         } else if (nd->edges[i].node && g) {
             st = accumulate(&nd->edges[i].node->grad, g, false);
         } else {
@@ -275,10 +339,10 @@ static mf_status run_node(mfi_node *nd, bool retain)
     return st;
 }
 
-mf_status mf_backward_ex(mf_tensor *out, mf_tensor *grad, bool retain_graph)
+mf_status mfi_backward(mf_tensor *out, mf_tensor *grad, bool retain_graph, bool sync)
 {
     MF_TRY(mfi_check_input("mf_backward", "the output", out));
-    if (out->global) return mfi_global_backward(out, grad, retain_graph);
+    if (out->global) return mfi_global_backward(out, grad, retain_graph, sync);
     if (!out->requires_grad)
         MF_FAIL(MF_ERR_STATE, "mf_backward: the tensor does not require grad (no input of its graph "
                 "requires grad, or it was computed in no-grad mode)");
@@ -308,15 +372,17 @@ mf_status mf_backward_ex(mf_tensor *out, mf_tensor *grad, bool retain_graph)
     bool prev = mf_set_grad_enabled(false);
     mf_status st = MF_OK;
     if (!out->grad_fn) {            /* a leaf: its gradient is gy */
-        out->bw_pending = 1;
-        st = leaf_done(out, gy);
+        int pending = 1;
+        st = leaf_done(out, gy, &pending, sync);
         mf_set_grad_enabled(prev);
         return st;
     }
     mfi_node **nodes = NULL;
     size_t n = 0;
-    st = collect(out->grad_fn, &nodes, &n);
+    leaf_table leaves = {0};
+    st = collect(out->grad_fn, &nodes, &n, &leaves);
     if (st != MF_OK) {
+        leaf_table_free(&leaves);
         mf_tensor_destroy(gy);
         mf_set_grad_enabled(prev);
         return st;
@@ -333,23 +399,27 @@ mf_status mf_backward_ex(mf_tensor *out, mf_tensor *grad, bool retain_graph)
         out->grad_fn->grad = gy;
         gy = NULL;
         for (size_t i = 0; i < n; i++) {
-            mf_status s = run_node(nodes[i], retain_graph);
+            mf_status s = run_node(nodes[i], retain_graph, sync, &leaves);
             if (s != MF_OK && st == MF_OK) st = s;
         }
     }
     if (st != MF_OK) {
-        /* leave no stale counters or partial gradients in the graph */
+        /* leave no partial gradients in the graph */
         for (size_t i = 0; i < n; i++) {
             mf_tensor_destroy(nodes[i]->grad);
             nodes[i]->grad = NULL;
-            for (int k = 0; k < nodes[i]->call.n_in; k++)
-                if (nodes[i]->edges[k].leaf) nodes[i]->edges[k].leaf->bw_pending = 0;
         }
     }
+    leaf_table_free(&leaves);
     mf_tensor_destroy(gy);
     free(nodes);
     mf_set_grad_enabled(prev);
     return st;
+}
+
+mf_status mf_backward_ex(mf_tensor *out, mf_tensor *grad, bool retain_graph)
+{
+    return mfi_backward(out, grad, retain_graph, true);
 }
 
 mf_status mf_backward(mf_tensor *out) { return mf_backward_ex(out, NULL, false); }

@@ -2,7 +2,7 @@
  * lib/device.c - device types, the backend registry, the device that
  * new tensors go to, and copies between devices.
  *
- * One rank drives one device (DESIGN.md section 3). The CUDA backend is
+ * One rank drives one device (doc/design.md section 3). The CUDA backend is
  * started on first use: a program that never asks for CUDA never makes
  * a CUDA context, and a machine without a GPU reports why CUDA is
  * unavailable instead of failing at start. New tensors go to the

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "mpiflow.h"
-#include "lib/backend.h"
+#include "backends/backend.h"
 
-#include "lib/error.h"
+#include "base/error.h"
 
 /* ---------------------------------------------------------------- memory */
-#include "lib/alloc.h"
+#include "base/alloc.h"
 
 typedef struct mfi_storage {
     void *data;
@@ -43,7 +43,6 @@ struct mf_tensor {
     struct mfi_node *grad_fn;      /* producer; NULL for leaves */
     char *name;
     struct mfi_global *global;     /* placement and SBP: the global-tensor layer */
-    int bw_pending;                /* backward: gradient contributions still to come */
     bool grad_synced;              /* grad already has the global parameter's own SBP */
 };
 
@@ -56,13 +55,16 @@ mf_status mfi_global_copy_out(const mf_tensor *t, mf_dtype dt, void *dst, int64_
 void mfi_global_print(const mf_tensor *t, FILE *f, int max_elems);
 mf_tensor *mfi_global_grad(mf_tensor *t);
 mf_status mfi_global_set_grad(mf_tensor *t, mf_tensor *grad);
-mf_status mfi_global_backward(mf_tensor *out, mf_tensor *grad, bool retain);
+mf_status mfi_global_backward(mf_tensor *out, mf_tensor *grad, bool retain, bool sync);
 mf_tensor *mfi_global_detach(mf_tensor *t);
 bool mfi_global_is_leaf(const mf_tensor *t);
 /* Drops the recorded trace spans (mf_finalize). */
 void mfi_trace_shutdown(void);
 /* A second grad-ready hook, for the gradient buckets (autograd.c). */
 void mfi_autograd_set_sync_hook(mf_grad_ready_fn fn, void *user);
+/* mf_backward_ex; sync false: the sync hook is not told of the final
+ * gradients (accumulation over micro-batches: DDP's no_sync). */
+mf_status mfi_backward(mf_tensor *out, mf_tensor *grad, bool retain_graph, bool sync);
 /* t's local piece if global (NULL outside its placement), else t. */
 mf_tensor *mfi_local_piece(const mf_tensor *t);
 typedef enum mfi_inplace { MFI_IP_FILL, MFI_IP_COPY, MFI_IP_ADD, MFI_IP_SCALE, MFI_IP_KEYED } mfi_inplace;
@@ -85,6 +87,17 @@ mfi_view mfi_view_of(const mf_tensor *t);
  * that see a tensor as [rows, cols] etc.). */
 mfi_view mfi_view_as(const mf_tensor *t, int ndim, const int64_t *shape);
 static inline void mfi_bump_version(mf_tensor *t) { if (t->storage) t->storage->version++; }
+
+/* A slot of an open-addressing table of cap (a power of two) entries
+ * for the address p. */
+static inline size_t mfi_hash_ptr(const void *p, size_t cap)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 29;
+    return (size_t)x & (cap - 1);
+}
 /* Normalises a possibly negative axis; fails naming op. */
 mf_status mfi_norm_axis(const char *op, int *axis, int ndim);
 const mfi_backend *mfi_backend_of(const mf_tensor *t);
@@ -105,7 +118,7 @@ mf_status mfi_copy_across(mf_tensor *dst, const mf_tensor *src);
 /* t's values on dev, outside the graph: t itself (new reference) when
  * already there, else a copy. */
 mf_tensor *mfi_on_device(mf_tensor *t, mf_device_type dev);
-/* Copies for MPI (DESIGN 6): device memory to and from host memory on
+/* Copies for MPI (doc/design.md section 6): device memory to and from host memory on
  * the communication stream, overlapping the compute stream's queued
  * work; plain memcpy on the CPU. */
 mf_status mfi_stage_out(mf_device_type dev, void *host, const void *src, size_t nbytes);
@@ -232,7 +245,7 @@ typedef struct mfi_box {
     int64_t count[MF_MAX_DIMS];
 } mfi_box;
 
-/* One SBP signature of an op along one mesh dimension (DESIGN 4). */
+/* One SBP signature of an op along one mesh dimension (doc/design.md section 4). */
 #define MFI_SIG_MAX_IN 6
 typedef struct mfi_sig {
     mf_sbp in[MFI_SIG_MAX_IN];

@@ -16,7 +16,7 @@
  * holds (mfi_rng_set_rows), and dropout turns a global element index
  * into (sample, element within the sample), so masks follow samples,
  * not the way a batch is cut. Parameters use a hash of their dotted
- * name. Values then come from lib/rng.h.
+ * name. Values then come from base/philox.h.
  */
 #include "lib/internal.h"
 

@@ -9,24 +9,6 @@
 #include "config.h"
 #include "lib/internal.h"
 
-static const size_t dtype_sizes[MF_DTYPE_COUNT] = {4, 8, 4, 8};
-static const char *const dtype_names[MF_DTYPE_COUNT] = {"f32", "f64", "i32", "i64"};
-
-size_t mf_dtype_size(mf_dtype dt) { return (unsigned)dt < MF_DTYPE_COUNT ? dtype_sizes[dt] : 0; }
-const char *mf_dtype_name(mf_dtype dt) { return (unsigned)dt < MF_DTYPE_COUNT ? dtype_names[dt] : "?"; }
-bool mf_dtype_is_float(mf_dtype dt) { return dt == MF_F32 || dt == MF_F64; }
-
-mf_status mf_dtype_parse(const char *s, mf_dtype *dt)
-{
-    static const char *const alt[MF_DTYPE_COUNT] = {"float32", "float64", "int32", "int64"};
-    for (int i = 0; s && i < MF_DTYPE_COUNT; i++)
-        if (!strcmp(s, dtype_names[i]) || !strcmp(s, alt[i])) {
-            *dt = (mf_dtype)i;
-            return MF_OK;
-        }
-    MF_FAIL(MF_ERR_ARG, "unknown dtype '%s' (expected f32, f64, i32 or i64)", s ? s : "(null)");
-}
-
 int64_t mfi_numel(int ndim, const int64_t *shape)
 {
     int64_t n = 1;
@@ -110,14 +92,14 @@ mf_tensor *mfi_tensor_new_on(mf_device_type dev, mf_dtype dt, int ndim, const in
     t->ndim = ndim;
     if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     mfi_contig_strides(ndim, shape, t->stride);
-    t->storage = storage_new(dev, (size_t)mfi_numel(ndim, shape) * dtype_sizes[dt]);
+    t->storage = storage_new(dev, (size_t)mfi_numel(ndim, shape) * mf_dtype_size(dt));
     if (!t->storage) goto nomem;
     return t;
 nomem:
     free(t);
     {
         char b[128];
-        mfi_error(MF_ERR_NOMEM, "out of memory allocating a %s tensor of shape %s on %s", dtype_names[dt],
+        mfi_error(MF_ERR_NOMEM, "out of memory allocating a %s tensor of shape %s on %s", mf_dtype_name(dt),
                   mfi_shape_str(ndim, shape, b, sizeof b), mf_device_name(dev));
     }
     return NULL;
@@ -176,7 +158,7 @@ mfi_view mfi_view_of(const mf_tensor *t)
         v.shape[i] = t->shape[i];
         v.stride[i] = t->stride[i];
     }
-    v.data = t->storage ? (char *)t->storage->data + t->offset * (int64_t)dtype_sizes[t->dtype] : NULL;
+    v.data = t->storage ? (char *)t->storage->data + t->offset * (int64_t)mf_dtype_size(t->dtype) : NULL;
     return v;
 }
 
@@ -251,7 +233,7 @@ mf_tensor *mf_from_data(mf_dtype dt, int ndim, const int64_t *shape, const void 
         return NULL;
     }
     if (mfi_device_upload(t->storage->device, t->storage->data, data,
-                          (size_t)mfi_numel(ndim, shape) * dtype_sizes[dt]) != MF_OK) {
+                          (size_t)mfi_numel(ndim, shape) * mf_dtype_size(dt)) != MF_OK) {
         mf_tensor_destroy(t);
         return NULL;
     }
@@ -302,7 +284,7 @@ int mf_tensor_ndim(const mf_tensor *t) { return t->ndim; }
 const int64_t *mf_tensor_shape(const mf_tensor *t) { return t->shape; }
 const int64_t *mf_tensor_strides(const mf_tensor *t) { return t->stride; }
 int64_t mf_tensor_numel(const mf_tensor *t) { return mfi_numel(t->ndim, t->shape); }
-size_t mf_tensor_nbytes(const mf_tensor *t) { return (size_t)mf_tensor_numel(t) * dtype_sizes[t->dtype]; }
+size_t mf_tensor_nbytes(const mf_tensor *t) { return (size_t)mf_tensor_numel(t) * mf_dtype_size(t->dtype); }
 mf_device_type mf_tensor_device(const mf_tensor *t) { return t->storage ? t->storage->device : MF_DEV_CPU; }
 
 int64_t mf_tensor_dim(const mf_tensor *t, int d)
@@ -346,7 +328,7 @@ const char *mf_tensor_name(const mf_tensor *t) { return t->name ? t->name : ""; 
 void *mf_tensor_data(mf_tensor *t)
 {
     if (!t->storage) return NULL;
-    return (char *)t->storage->data + t->offset * (int64_t)dtype_sizes[t->dtype];
+    return (char *)t->storage->data + t->offset * (int64_t)mf_dtype_size(t->dtype);
 }
 
 mf_status mf_tensor_copy_out(const mf_tensor *t, mf_dtype dt, void *dst, int64_t count)
@@ -404,7 +386,7 @@ static double load(const mf_tensor *t, int64_t off)
     const char *base = (const char *)t->storage->data;
     char one[8];
     if (t->storage->device != MF_DEV_CPU) {   /* one element, downloaded */
-        size_t es = dtype_sizes[t->dtype];
+        size_t es = mf_dtype_size(t->dtype);
         if (mfi_device_download(t->storage->device, one, base + off * (int64_t)es, es) != MF_OK) return NAN;
         base = one;
         off = 0;
@@ -463,7 +445,7 @@ mf_status mf_tensor_set(mf_tensor *t, const int64_t *index, double v)
     default: MF_FAIL(MF_ERR_DTYPE, "mf_tensor_set: unknown dtype");
     }
     if (dev) {   /* after the kernels queued before it */
-        size_t es = dtype_sizes[t->dtype];
+        size_t es = mf_dtype_size(t->dtype);
         MF_TRY(mfi_device_upload(t->storage->device, (char *)t->storage->data + off * (int64_t)es, one, es));
     }
     mfi_bump_version(t);

@@ -68,6 +68,15 @@ picked=$(auto_at 2 "$T/tune.txt" reduce_scatter)
 want=$(awk '$1 == "reduce_scatter" && $2 == 2 && $4 <= 262144 { a = $5 } END { print a }' "$T/tune.txt")
 [ "$picked" = "$want" ] || { cat "$T/tune.txt" "$T/bench"; fail "auto ran $picked, the tuned file says $want"; }
 echo "ok: mpiflow-bench tune's file loads and auto follows it ($want for a 256 KiB reduce-scatter)"
+# tune --verify loads the file it wrote and its tables follow it, in the same run
+"$MPIEXEC" -n 2 "$top_builddir/mpiflow-bench" tune --out "$T/tune2.txt" --verify --min-kb 64 --max-mb 0.25 --reps 3 \
+    --rounds 1 >"$T/bench" 2>&1 || { cat "$T/bench"; fail "mpiflow-bench tune --verify: exit $?"; }
+for op in allreduce reduce_scatter allgather; do
+    ran=$(awk -v op="$op" '$1 ~ /,$/ { cur = $1; sub(/,$/, "", cur) } cur == op && $1 == 262144 { print $(NF - 4) }' "$T/bench")
+    want=$(awk -v op="$op" '$1 == op && $2 == 2 && $4 <= 262144 { a = $5 } END { print a }' "$T/tune2.txt")
+    [ -n "$ran" ] && [ "$ran" = "$want" ] || { cat "$T/tune2.txt" "$T/bench"; fail "tune --verify: $op auto ran '$ran', the file says $want"; }
+done
+echo "ok: tune --verify's tables follow the file it wrote"
 # a bad tuning file stops the program at start-up, naming the line
 printf 'allreduce 2 1 0 ring\nallgather 2 1 0 rhd\n' >"$T/bad.txt"
 MF_COLL_TUNING="$T/bad.txt" "$MPIEXEC" -n 2 "$top_builddir/mpiflow-train" --dataset synthetic --steps 2 --no-eval \

@@ -1,5 +1,5 @@
 #!/bin/sh
-# DESIGN 5's main correctness test: dp, mp, hybrid and 2d training of mlp
+# doc/design.md section 5's main correctness test: dp, mp, hybrid and 2d training of mlp
 # for 100 steps on 2, 3 and 4 ranks (a 2x2 mesh for 2d on 4) gives
 # the losses of the 1-rank run within 1e-5 relative, and the same
 # parameters after training within 1e-5. lenet runs dp and mp on 2 ranks,

@@ -8,4 +8,4 @@ backends_cpu_libmf_cpu_la_SOURCES = \
 	backends/cpu/cpu_pool.c backends/cpu/cpu_norm.c backends/cpu/cpu_optim.c
 libmpiflow_la_LIBADD += backends/cpu/libmf_cpu.la
 noinst_HEADERS += backends/cpu/cpu_iter.h backends/cpu/cpu_kernels.h backends/cpu/cpu_conv_tmpl.h \
-	backends/cpu/cpu_norm_tmpl.h
+	backends/cpu/cpu_norm_tmpl.h backends/backend.h backends/plan.h

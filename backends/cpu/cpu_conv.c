@@ -7,7 +7,7 @@
 #include <string.h>
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
-#include "lib/alloc.h"
+#include "base/alloc.h"
 
 /* Threads to spread images over: all of them when there are enough
  * images, else one (and BLAS is threaded instead). */
@@ -65,7 +65,7 @@ static conv_dims conv_dims_of(const mfi_conv2d *p)
 #undef SFX
 #undef GEMM_T
 
-mf_status mf_cpu_conv2d_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias)
+mf_status mfi_cpu_conv2d_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias)
 {
     if (x->dtype == MF_F32)
         return conv_fwd_f32(p, out->data, x->data, w->data, bias ? bias->data : NULL);
@@ -74,14 +74,14 @@ mf_status mf_cpu_conv2d_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv 
     MF_FAIL(MF_ERR_DTYPE, "conv2d: not a float dtype");
 }
 
-mf_status mf_cpu_conv2d_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w)
+mf_status mfi_cpu_conv2d_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w)
 {
     if (gx->dtype == MF_F32) return conv_bwd_data_f32(p, gx->data, gy->data, w->data);
     if (gx->dtype == MF_F64) return conv_bwd_data_f64(p, gx->data, gy->data, w->data);
     MF_FAIL(MF_ERR_DTYPE, "conv2d backward: not a float dtype");
 }
 
-mf_status mf_cpu_conv2d_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x)
+mf_status mfi_cpu_conv2d_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x)
 {
     if (gw->dtype == MF_F32) return conv_bwd_filter_f32(p, gw->data, gy->data, x->data);
     if (gw->dtype == MF_F64) return conv_bwd_filter_f64(p, gw->data, gy->data, x->data);

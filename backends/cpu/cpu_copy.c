@@ -5,7 +5,7 @@
 #include <math.h>
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
-#include "lib/rng.h"
+#include "base/philox.h"
 
 static const int esize[MF_DTYPE_COUNT] = {4, 8, 4, 8};
 
@@ -19,7 +19,7 @@ static const int esize[MF_DTYPE_COUNT] = {4, 8, 4, 8};
             for (int64_t i = 0; i < n; i++) o[i * s0] = v;          \
     })
 
-mf_status mf_cpu_fill(mfi_cv *out, double value)
+mf_status mfi_cpu_fill(mfi_cv *out, double value)
 {
     cpu_iter it;
     const int64_t *st[1] = {out->stride};
@@ -53,7 +53,7 @@ mf_status mf_cpu_fill(mfi_cv *out, double value)
     default: MF_FAIL(MF_ERR_DTYPE, "copy: unknown dtype"); \
     }
 
-mf_status mf_cpu_copy(mfi_cv *out, mfi_cv *in)
+mf_status mfi_cpu_copy(mfi_cv *out, mfi_cv *in)
 {
     cpu_iter it;
     const int64_t *st[2] = {out->stride, in->stride};
@@ -83,7 +83,7 @@ mf_status mf_cpu_copy(mfi_cv *out, mfi_cv *in)
     return MF_OK;
 }
 
-mf_status mf_cpu_philox_fill(mfi_cv *out, mfi_dist d, double a, double b, uint64_t seed, uint64_t key,
+mf_status mfi_cpu_philox_fill(mfi_cv *out, mfi_dist d, double a, double b, uint64_t seed, uint64_t key,
                              uint64_t index0)
 {
     int64_t n = cpu_numel(out);
@@ -123,7 +123,7 @@ mf_status mf_cpu_philox_fill(mfi_cv *out, mfi_dist d, double a, double b, uint64
         }                                                                          \
     } while (0)
 
-mf_status mf_cpu_dropout_fwd(mfi_cv *out, mfi_cv *mask, mfi_cv *x, double p, uint64_t seed, uint64_t key,
+mf_status mfi_cpu_dropout_fwd(mfi_cv *out, mfi_cv *mask, mfi_cv *x, double p, uint64_t seed, uint64_t key,
                              uint64_t index0)
 {
     int64_t n = cpu_numel(x);

@@ -67,7 +67,7 @@ static inline float round_bf16(float f)
 UNARY_FN(unary_f32, float)
 UNARY_FN(unary_f64, double)
 
-mf_status mf_cpu_unary_fwd(mfi_unop op, mfi_cv *out, mfi_cv *x, double alpha)
+mf_status mfi_cpu_unary_fwd(mfi_unop op, mfi_cv *out, mfi_cv *x, double alpha)
 {
     if (out->dtype != x->dtype) MF_FAIL(MF_ERR_DTYPE, "unary_fwd: dtypes differ");
     if (x->dtype == MF_F32) return unary_f32(op, out, x, alpha);
@@ -114,7 +114,7 @@ mf_status mf_cpu_unary_fwd(mfi_unop op, mfi_cv *out, mfi_cv *x, double alpha)
 UNARY_BWD_FN(unary_bwd_f32, float)
 UNARY_BWD_FN(unary_bwd_f64, double)
 
-mf_status mf_cpu_unary_bwd(mfi_unop op, mfi_cv *gx, mfi_cv *gy, mfi_cv *x, mfi_cv *y, double alpha)
+mf_status mfi_cpu_unary_bwd(mfi_unop op, mfi_cv *gx, mfi_cv *gy, mfi_cv *x, mfi_cv *y, double alpha)
 {
     int64_t n = cpu_numel(gx);
     const void *xp = x ? x->data : NULL, *yp = y ? y->data : NULL;
@@ -173,7 +173,7 @@ BINARY_FN(binary_f64, double)
 BINARY_FN(binary_i32, int32_t)
 BINARY_FN(binary_i64, int64_t)
 
-mf_status mf_cpu_binary_fwd(mfi_binop op, mfi_cv *out, mfi_cv *a, mfi_cv *b)
+mf_status mfi_cpu_binary_fwd(mfi_binop op, mfi_cv *out, mfi_cv *a, mfi_cv *b)
 {
     if (a->dtype != b->dtype || out->dtype != a->dtype)
         MF_FAIL(MF_ERR_DTYPE, "binary_fwd: dtypes differ");

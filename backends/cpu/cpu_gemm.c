@@ -1,13 +1,12 @@
 /*
  * backends/cpu/cpu_gemm.c - matrix products on OpenBLAS sgemm/dgemm.
  *
- * Row-major C = alpha op(A) op(B) + beta C, looped over a batch. The only
- * file besides the backend table that includes cblas.h.
+ * Row-major C = alpha op(A) op(B) + beta C, looped over a batch.
  */
 #include <cblas.h>
 #include "backends/cpu/cpu_kernels.h"
 
-mf_status mf_cpu_gemm(const mfi_gemm *g)
+mf_status mfi_cpu_gemm(const mfi_gemm *g)
 {
     if (g->m == 0 || g->n == 0) return MF_OK;
     CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 #include <string.h>
-#include "lib/backend.h"
+#include "backends/backend.h"
 
 #ifdef _OPENMP
 #include <omp.h>

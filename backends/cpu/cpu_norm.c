@@ -19,7 +19,7 @@
 
 #define D(v) ((v) ? (v)->data : NULL)
 
-mf_status mf_cpu_batchnorm_fwd(const mfi_bnorm *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *b,
+mf_status mfi_cpu_batchnorm_fwd(const mfi_bnorm *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *b,
                                mfi_cv *rmean, mfi_cv *rvar, mfi_cv *smean, mfi_cv *sinvstd)
 {
     if (!p->training && (!D(rmean) || !D(rvar)))
@@ -32,7 +32,7 @@ mf_status mf_cpu_batchnorm_fwd(const mfi_bnorm *p, mfi_cv *out, mfi_cv *x, mfi_c
     return MF_OK;
 }
 
-mf_status mf_cpu_batchnorm_bwd(const mfi_bnorm *p, mfi_cv *gx, mfi_cv *gw, mfi_cv *gb, mfi_cv *gy,
+mf_status mfi_cpu_batchnorm_bwd(const mfi_bnorm *p, mfi_cv *gx, mfi_cv *gw, mfi_cv *gb, mfi_cv *gy,
                                mfi_cv *x, mfi_cv *w, mfi_cv *smean, mfi_cv *sinvstd)
 {
     if (gy->dtype == MF_F32)
@@ -43,7 +43,7 @@ mf_status mf_cpu_batchnorm_bwd(const mfi_bnorm *p, mfi_cv *gx, mfi_cv *gw, mfi_c
     return MF_OK;
 }
 
-mf_status mf_cpu_layernorm_fwd(int64_t rows, int64_t cols, double eps, mfi_cv *out, mfi_cv *x, mfi_cv *w,
+mf_status mfi_cpu_layernorm_fwd(int64_t rows, int64_t cols, double eps, mfi_cv *out, mfi_cv *x, mfi_cv *w,
                                mfi_cv *b, mfi_cv *mean, mfi_cv *rstd)
 {
     if (x->dtype == MF_F32)
@@ -54,7 +54,7 @@ mf_status mf_cpu_layernorm_fwd(int64_t rows, int64_t cols, double eps, mfi_cv *o
     return MF_OK;
 }
 
-mf_status mf_cpu_layernorm_bwd(int64_t rows, int64_t cols, mfi_cv *gx, mfi_cv *gw, mfi_cv *gb, mfi_cv *gy,
+mf_status mfi_cpu_layernorm_bwd(int64_t rows, int64_t cols, mfi_cv *gx, mfi_cv *gw, mfi_cv *gb, mfi_cv *gy,
                                mfi_cv *x, mfi_cv *w, mfi_cv *mean, mfi_cv *rstd)
 {
     if (gy->dtype == MF_F32)

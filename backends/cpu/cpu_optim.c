@@ -34,7 +34,7 @@
         }                                                                               \
     } while (0)
 
-mf_status mf_cpu_sgd_step(const mfi_sgd_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *buf)
+mf_status mfi_cpu_sgd_step(const mfi_sgd_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *buf)
 {
     int64_t n = cpu_numel(param);
     if (param->dtype == MF_F32) SGD_LOOP(float);
@@ -70,7 +70,7 @@ mf_status mf_cpu_sgd_step(const mfi_sgd_hp *h, mfi_cv *param, mfi_cv *grad, mfi_
         }                                                                               \
     } while (0)
 
-mf_status mf_cpu_adam_step(const mfi_adam_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *m, mfi_cv *v,
+mf_status mfi_cpu_adam_step(const mfi_adam_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *m, mfi_cv *v,
                            mfi_cv *vmax)
 {
     int64_t n = cpu_numel(param);
@@ -111,7 +111,7 @@ mf_status mf_cpu_adam_step(const mfi_adam_hp *h, mfi_cv *param, mfi_cv *grad, mf
         }                                                                               \
     } while (0)
 
-mf_status mf_cpu_rmsprop_step(const mfi_rmsprop_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *square_avg,
+mf_status mfi_cpu_rmsprop_step(const mfi_rmsprop_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *square_avg,
                               mfi_cv *momentum_buf, mfi_cv *grad_avg)
 {
     int64_t n = cpu_numel(param);

@@ -170,7 +170,7 @@ static bool two_by_two(const mfi_pool2d *p)
             FN((T *)(A)->data + pl * HW, (T *)(B)->data + pl * L, (int32_t *)(C)->data + pl * L, __VA_ARGS__); \
     } while (0)
 
-mf_status mf_cpu_maxpool2d_fwd(const mfi_pool2d *p, mfi_cv *out, mfi_cv *idx, mfi_cv *x)
+mf_status mfi_cpu_maxpool2d_fwd(const mfi_pool2d *p, mfi_cv *out, mfi_cv *idx, mfi_cv *x)
 {
     int64_t planes = p->n * p->c, L = p->oh * p->ow, HW = p->h * p->w;
     if (two_by_two(p) && x->dtype == MF_F32) {
@@ -239,7 +239,7 @@ static bool tiled(const mfi_pool2d *p)
         }                                                                              \
     } while (0)
 
-mf_status mf_cpu_maxpool2d_bwd(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *idx)
+mf_status mfi_cpu_maxpool2d_bwd(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *idx)
 {
     int64_t planes = p->n * p->c, L = p->oh * p->ow, HW = p->h * p->w;
     if (two_by_two(p) && gx->dtype == MF_F32) {
@@ -274,7 +274,7 @@ mf_status mf_cpu_maxpool2d_bwd(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy, mfi_
         }                                                                              \
     } while (0)
 
-mf_status mf_cpu_avgpool2d_fwd(const mfi_pool2d *p, mfi_cv *out, mfi_cv *x)
+mf_status mfi_cpu_avgpool2d_fwd(const mfi_pool2d *p, mfi_cv *out, mfi_cv *x)
 {
     int64_t planes = p->n * p->c, L = p->oh * p->ow;
     if (x->dtype == MF_F32) AVGPOOL_FWD(float);
@@ -302,7 +302,7 @@ mf_status mf_cpu_avgpool2d_fwd(const mfi_pool2d *p, mfi_cv *out, mfi_cv *x)
         }                                                                              \
     } while (0)
 
-mf_status mf_cpu_avgpool2d_bwd(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy)
+mf_status mfi_cpu_avgpool2d_bwd(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy)
 {
     int64_t planes = p->n * p->c, L = p->oh * p->ow;
     if (gx->dtype == MF_F32) AVGPOOL_BWD(float);

@@ -11,80 +11,16 @@
 #include <stdlib.h>
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
-
-typedef struct red_plan {
-    int nk, nr;
-    int64_t kshape[MF_MAX_DIMS], kstride[MF_MAX_DIMS];
-    int64_t rshape[MF_MAX_DIMS], rstride[MF_MAX_DIMS];
-    int64_t nout, nred, rinner, rrows;
-} red_plan;
-
-/* Kept dims may merge only if no reduced dim sits between them, since
- * the output index runs over kept dims in order. */
-static bool kept_gap(mfi_cv *out, mfi_cv *in, int d)
-{
-    for (int e = d - 1; e >= 0; e--) {
-        if (in->shape[e] == 1) continue;
-        return out->shape[e] == 1;   /* the previous non-trivial dim was reduced */
-    }
-    return false;
-}
-
-static void plan_reduce(red_plan *p, mfi_cv *out, mfi_cv *in)
-{
-    memset(p, 0, sizeof *p);
-    p->nout = p->nred = 1;
-    for (int d = 0; d < in->ndim; d++) {
-        int64_t n = in->shape[d];
-        if (n == 1) continue;
-        if (out->shape[d] == 1) {
-            if (p->nr > 0 && p->rstride[p->nr - 1] == in->stride[d] * n) {
-                p->rshape[p->nr - 1] *= n;
-                p->rstride[p->nr - 1] = in->stride[d];
-            } else {
-                p->rshape[p->nr] = n;
-                p->rstride[p->nr++] = in->stride[d];
-            }
-            p->nred *= n;
-        } else {
-            if (p->nk > 0 && p->kstride[p->nk - 1] == in->stride[d] * n && !kept_gap(out, in, d)) {
-                p->kshape[p->nk - 1] *= n;
-                p->kstride[p->nk - 1] = in->stride[d];
-            } else {
-                p->kshape[p->nk] = n;
-                p->kstride[p->nk++] = in->stride[d];
-            }
-            p->nout *= n;
-        }
-    }
-    if (p->nr == 0) {
-        p->rshape[0] = 1;
-        p->rstride[0] = 0;
-        p->nr = 1;
-    }
-    p->rinner = p->rshape[p->nr - 1];
-    p->rrows = p->rinner ? p->nred / p->rinner : 0;
-}
-
-/* Element offset of flat index i over nd dims of (shape, stride). */
-static int64_t offset_of(int64_t i, int nd, const int64_t *shape, const int64_t *stride)
-{
-    int64_t off = 0;
-    for (int d = nd - 1; d >= 0; d--) {
-        off += (i % shape[d]) * stride[d];
-        i /= shape[d];
-    }
-    return off;
-}
+#include "backends/plan.h"
 
 /* The input offset of output o, and of reduced row r (all reduced dims
  * but the innermost). */
-#define kept_offset(p, o) offset_of((o), (p)->nk, (p)->kshape, (p)->kstride)
-#define red_row_offset(p, r) offset_of((r), (p)->nr - 1, (p)->rshape, (p)->rstride)
+#define kept_offset(p, o) mfi_offset_of((o), (p)->nk, (p)->kshape, (p)->kstride)
+#define red_row_offset(p, r) mfi_offset_of((r), (p)->nr - 1, (p)->rshape, (p)->rstride)
 
 /* Reduces reduced-rows [lo, hi) starting at base. */
 #define RED_RANGE_FN(NAME, T)                                                        \
-    static double NAME(mfi_redop op, const red_plan *p, const T *base, int64_t lo, int64_t hi) \
+    static double NAME(mfi_redop op, const mfi_red_plan *p, const T *base, int64_t lo, int64_t hi) \
     {                                                                                \
         double acc = op == MFI_RED_MAX ? -INFINITY : 0.0;                            \
         const int64_t s = p->rstride[p->nr - 1], n = p->rinner;                      \
@@ -119,7 +55,7 @@ static double combine(mfi_redop op, double a, double b)
 /* Every reduced dim lies outside one contiguous kept block (the bias
  * gradient: sum over the batch of [N, C]): add whole rows, vectorised,
  * each thread over its own columns. */
-static bool rows_case(const red_plan *p)
+static bool rows_case(const mfi_red_plan *p)
 {
     if (p->nk != 1 || p->kstride[0] != 1) return false;
     for (int d = 0; d < p->nr; d++)
@@ -127,10 +63,10 @@ static bool rows_case(const red_plan *p)
     return true;
 }
 
-#define flat_offset(p, q) offset_of((q), (p)->nr, (p)->rshape, (p)->rstride)
+#define flat_offset(p, q) mfi_offset_of((q), (p)->nr, (p)->rshape, (p)->rstride)
 
 #define ROWS_FN(NAME, T)                                                             \
-    static void NAME(mfi_redop op, const red_plan *p, T *out, const T *in)           \
+    static void NAME(mfi_redop op, const mfi_red_plan *p, T *out, const T *in)           \
     {                                                                                \
         const int64_t cols = p->kshape[0];                                           \
         _Pragma("omp parallel if (cpu_par(p->nout * p->nred))")                      \
@@ -159,7 +95,7 @@ static bool rows_case(const red_plan *p)
     }
 
 #define REDUCE_FN(NAME, RANGE, T)                                                    \
-    static void NAME(mfi_redop op, const red_plan *p, T *out, const T *in)           \
+    static void NAME(mfi_redop op, const mfi_red_plan *p, T *out, const T *in)           \
     {                                                                                \
         int64_t work = p->nout * p->nred;                                            \
         int nt = omp_get_max_threads();                                              \
@@ -204,11 +140,11 @@ REDUCE_FN(reduce_f64, range_f64, double)
 REDUCE_FN(reduce_i32, range_i32, int32_t)
 REDUCE_FN(reduce_i64, range_i64, int64_t)
 
-mf_status mf_cpu_reduce(mfi_redop op, mfi_cv *out, mfi_cv *in)
+mf_status mfi_cpu_reduce(mfi_redop op, mfi_cv *out, mfi_cv *in)
 {
     if (out->dtype != in->dtype) MF_FAIL(MF_ERR_DTYPE, "reduce: dtypes differ");
-    red_plan p;
-    plan_reduce(&p, out, in);
+    mfi_red_plan p;
+    mfi_plan_reduce(&p, out, in);
     if (rows_case(&p) && p.nred > 1 && in->dtype == MF_F32) {
         rows_f32(op, &p, out->data, in->data);
         return MF_OK;
@@ -229,7 +165,7 @@ mf_status mf_cpu_reduce(mfi_redop op, mfi_cv *out, mfi_cv *in)
 
 /* ------------------------------------------------------------------ argmax */
 #define ARGMAX_FN(NAME, T)                                                           \
-    static void NAME(int64_t *out, const T *in, const red_plan *p, int64_t len, int64_t s) \
+    static void NAME(int64_t *out, const T *in, const mfi_red_plan *p, int64_t len, int64_t s) \
     {                                                                                \
         _Pragma("omp parallel for if (cpu_par(p->nout * len)) schedule(static)")     \
         for (int64_t o = 0; o < p->nout; o++) {                                      \
@@ -246,10 +182,10 @@ ARGMAX_FN(argmax_f64, double)
 ARGMAX_FN(argmax_i32, int32_t)
 ARGMAX_FN(argmax_i64, int64_t)
 
-mf_status mf_cpu_argmax(mfi_cv *out, mfi_cv *in, int axis)
+mf_status mfi_cpu_argmax(mfi_cv *out, mfi_cv *in, int axis)
 {
     if (out->dtype != MF_I64) MF_FAIL(MF_ERR_DTYPE, "argmax: output must be i64");
-    red_plan p;
+    mfi_red_plan p;
     memset(&p, 0, sizeof p);
     int64_t len = in->shape[axis], s = in->stride[axis];
     if (len == 0) MF_FAIL(MF_ERR_SHAPE, "argmax: the axis is empty");
@@ -272,14 +208,6 @@ mf_status mf_cpu_argmax(mfi_cv *out, mfi_cv *in, int axis)
 }
 
 /* ----------------------------------------------------------------- softmax */
-static void split_axis(mfi_cv *x, int axis, int64_t *outer, int64_t *dim, int64_t *inner)
-{
-    *outer = *inner = 1;
-    for (int d = 0; d < axis; d++) *outer *= x->shape[d];
-    *dim = x->shape[axis];
-    for (int d = axis + 1; d < x->ndim; d++) *inner *= x->shape[d];
-}
-
 #define SOFTMAX_FWD_FN(NAME, T)                                                      \
     static void NAME(bool lg, T *y, const T *x, int64_t outer, int64_t D, int64_t inner) \
     {                                                                                \
@@ -329,20 +257,20 @@ SOFTMAX_FWD_FN(softmax_fwd_f64, double)
 SOFTMAX_BWD_FN(softmax_bwd_f32, float)
 SOFTMAX_BWD_FN(softmax_bwd_f64, double)
 
-mf_status mf_cpu_softmax_fwd(bool log, mfi_cv *out, mfi_cv *x, int axis)
+mf_status mfi_cpu_softmax_fwd(bool log, mfi_cv *out, mfi_cv *x, int axis)
 {
     int64_t outer, D, inner;
-    split_axis(x, axis, &outer, &D, &inner);
+    mfi_split_axis(x, axis, &outer, &D, &inner);
     if (x->dtype == MF_F32) softmax_fwd_f32(log, out->data, x->data, outer, D, inner);
     else if (x->dtype == MF_F64) softmax_fwd_f64(log, out->data, x->data, outer, D, inner);
     else MF_FAIL(MF_ERR_DTYPE, "softmax: not a float dtype");
     return MF_OK;
 }
 
-mf_status mf_cpu_softmax_bwd(bool log, mfi_cv *gx, mfi_cv *gy, mfi_cv *y, int axis)
+mf_status mfi_cpu_softmax_bwd(bool log, mfi_cv *gx, mfi_cv *gy, mfi_cv *y, int axis)
 {
     int64_t outer, D, inner;
-    split_axis(y, axis, &outer, &D, &inner);
+    mfi_split_axis(y, axis, &outer, &D, &inner);
     if (y->dtype == MF_F32) softmax_bwd_f32(log, gx->data, gy->data, y->data, outer, D, inner);
     else if (y->dtype == MF_F64) softmax_bwd_f64(log, gx->data, gy->data, y->data, outer, D, inner);
     else MF_FAIL(MF_ERR_DTYPE, "softmax backward: not a float dtype");
@@ -375,7 +303,7 @@ static mf_status load_targets(mfi_cv *target, int64_t n, int64_t classes, int64_
 
 #define FREE_TARGETS(t) if (t != tbuf_) free(t)
 
-mf_status mf_cpu_nll_fwd(mfi_cv *loss, mfi_cv *logp, mfi_cv *target)
+mf_status mfi_cpu_nll_fwd(mfi_cv *loss, mfi_cv *logp, mfi_cv *target)
 {
     int64_t n = logp->shape[0], c = logp->shape[1];
     WITH_TARGETS(target, n, c, t);
@@ -389,7 +317,7 @@ mf_status mf_cpu_nll_fwd(mfi_cv *loss, mfi_cv *logp, mfi_cv *target)
 
 #define GLOSS(T, gloss, i) ((const T *)(gloss)->data)[(i) * (gloss)->stride[0]]
 
-mf_status mf_cpu_nll_bwd(mfi_cv *gx, mfi_cv *gloss, mfi_cv *target)
+mf_status mfi_cpu_nll_bwd(mfi_cv *gx, mfi_cv *gloss, mfi_cv *target)
 {
     int64_t n = gx->shape[0], c = gx->shape[1];
     WITH_TARGETS(target, n, c, t);
@@ -414,7 +342,7 @@ mf_status mf_cpu_nll_bwd(mfi_cv *gx, mfi_cv *gloss, mfi_cv *target)
         }                                                                      \
     } while (0)
 
-mf_status mf_cpu_xent_bwd(mfi_cv *gx, mfi_cv *gloss, mfi_cv *logp, mfi_cv *target)
+mf_status mfi_cpu_xent_bwd(mfi_cv *gx, mfi_cv *gloss, mfi_cv *logp, mfi_cv *target)
 {
     int64_t n = gx->shape[0], c = gx->shape[1];
     WITH_TARGETS(target, n, c, t);
@@ -425,7 +353,7 @@ mf_status mf_cpu_xent_bwd(mfi_cv *gx, mfi_cv *gloss, mfi_cv *logp, mfi_cv *targe
 }
 
 /* --------------------------------------------------------------- embedding */
-mf_status mf_cpu_embedding_fwd(mfi_cv *out, mfi_cv *weight, mfi_cv *index)
+mf_status mfi_cpu_embedding_fwd(mfi_cv *out, mfi_cv *weight, mfi_cv *index)
 {
     int64_t v = weight->shape[0], d = weight->shape[1], n = cpu_numel(index);
     size_t es = weight->dtype == MF_F32 ? 4 : 8;
@@ -441,7 +369,7 @@ mf_status mf_cpu_embedding_fwd(mfi_cv *out, mfi_cv *weight, mfi_cv *index)
     return MF_OK;
 }
 
-mf_status mf_cpu_embedding_bwd(mfi_cv *gweight, mfi_cv *gy, mfi_cv *index)
+mf_status mfi_cpu_embedding_bwd(mfi_cv *gweight, mfi_cv *gy, mfi_cv *index)
 {
     int64_t v = gweight->shape[0], d = gweight->shape[1], n = cpu_numel(index);
     mfi_view flat = *index;

@@ -19,6 +19,6 @@ if HAVE_CUDA
 noinst_LTLIBRARIES += backends/cuda/libmf_cuda.la
 backends_cuda_libmf_cuda_la_SOURCES = $(CUDA_SOURCES)
 libmpiflow_la_LIBADD += backends/cuda/libmf_cuda.la $(CUDA_LIBS)
-$(CUDA_SOURCES:.cu=.lo): backends/cuda/cuda_common.cuh lib/backend.h lib/alloc.h lib/error.h lib/rng.h \
+$(CUDA_SOURCES:.cu=.lo): backends/cuda/cuda_common.cuh backends/backend.h backends/plan.h base/alloc.h base/error.h base/philox.h \
 	include/mpiflow/tensor.h
 endif

@@ -205,37 +205,9 @@ static mfi_backend make_table(void)
     b.comm_upload = cuda_comm_upload;
     b.host_alloc = cuda_host_alloc;
     b.host_free = cuda_host_free;
-    b.fill = mfc_fill;
-    b.copy = mfc_copy;
-    b.philox_fill = mfc_philox_fill;
-    b.unary_fwd = mfc_unary_fwd;
-    b.unary_bwd = mfc_unary_bwd;
-    b.binary_fwd = mfc_binary_fwd;
-    b.reduce = mfc_reduce;
-    b.argmax = mfc_argmax;
-    b.gemm = mfc_gemm;
-    b.softmax_fwd = mfc_softmax_fwd;
-    b.softmax_bwd = mfc_softmax_bwd;
-    b.nll_fwd = mfc_nll_fwd;
-    b.nll_bwd = mfc_nll_bwd;
-    b.xent_bwd = mfc_xent_bwd;
-    b.embedding_fwd = mfc_embedding_fwd;
-    b.embedding_bwd = mfc_embedding_bwd;
-    b.conv2d_fwd = mfc_conv2d_fwd;
-    b.conv2d_bwd_data = mfc_conv2d_bwd_data;
-    b.conv2d_bwd_filter = mfc_conv2d_bwd_filter;
-    b.maxpool2d_fwd = mfc_maxpool2d_fwd;
-    b.maxpool2d_bwd = mfc_maxpool2d_bwd;
-    b.avgpool2d_fwd = mfc_avgpool2d_fwd;
-    b.avgpool2d_bwd = mfc_avgpool2d_bwd;
-    b.batchnorm_fwd = mfc_batchnorm_fwd;
-    b.batchnorm_bwd = mfc_batchnorm_bwd;
-    b.layernorm_fwd = mfc_layernorm_fwd;
-    b.layernorm_bwd = mfc_layernorm_bwd;
-    b.dropout_fwd = mfc_dropout_fwd;
-    b.sgd_step = mfc_sgd_step;
-    b.adam_step = mfc_adam_step;
-    b.rmsprop_step = mfc_rmsprop_step;
+#define MFC_SLOT(name, args) b.name = mfc_##name;
+    MFI_KERNELS(MFC_SLOT)
+#undef MFC_SLOT
     return b;
 }
 

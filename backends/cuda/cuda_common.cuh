@@ -7,7 +7,7 @@
  * an error inside a kernel surfaces at the next synchronising call
  * (a copy to the host), which reports it. No kernel uses atomics on
  * floating-point data: every sum has a fixed order for a fixed launch,
- * so a run repeats its bits (DESIGN.md section 5).
+ * so a run repeats its bits (doc/design.md section 5).
  */
 #ifndef MPIFLOW_CUDA_COMMON_CUH
 #define MPIFLOW_CUDA_COMMON_CUH
@@ -18,9 +18,9 @@
 #include <string.h>
 
 extern "C" {
-#include "lib/alloc.h"
-#include "lib/backend.h"
-#include "lib/error.h"
+#include "base/alloc.h"
+#include "backends/backend.h"
+#include "base/error.h"
 }
 
 /* ---- cuBLAS, loaded at run time (cuda_blas.cu) */
@@ -212,43 +212,9 @@ __device__ static inline void mfc_flag_bad(mfc_badidx *f, int64_t i, int64_t v)
 
 /* ---- the kernel entry points of each file, for the backend table */
 extern "C" {
-mf_status mfc_fill(mfi_cv *out, double value);
-mf_status mfc_copy(mfi_cv *out, mfi_cv *in);
-mf_status mfc_philox_fill(mfi_cv *out, mfi_dist d, double a, double b, uint64_t seed, uint64_t key, uint64_t index0);
-mf_status mfc_dropout_fwd(mfi_cv *out, mfi_cv *mask, mfi_cv *x, double p, uint64_t seed, uint64_t key,
-                          uint64_t index0);
-mf_status mfc_unary_fwd(mfi_unop op, mfi_cv *out, mfi_cv *x, double alpha);
-mf_status mfc_unary_bwd(mfi_unop op, mfi_cv *gx, mfi_cv *gy, mfi_cv *x, mfi_cv *y, double alpha);
-mf_status mfc_binary_fwd(mfi_binop op, mfi_cv *out, mfi_cv *a, mfi_cv *b);
-mf_status mfc_reduce(mfi_redop op, mfi_cv *out, mfi_cv *in);
-mf_status mfc_argmax(mfi_cv *out, mfi_cv *in, int axis);
-mf_status mfc_softmax_fwd(bool log, mfi_cv *out, mfi_cv *x, int axis);
-mf_status mfc_softmax_bwd(bool log, mfi_cv *gx, mfi_cv *gy, mfi_cv *y, int axis);
-mf_status mfc_nll_fwd(mfi_cv *loss, mfi_cv *logp, mfi_cv *target);
-mf_status mfc_nll_bwd(mfi_cv *gx, mfi_cv *gloss, mfi_cv *target);
-mf_status mfc_xent_bwd(mfi_cv *gx, mfi_cv *gloss, mfi_cv *logp, mfi_cv *target);
-mf_status mfc_embedding_fwd(mfi_cv *out, mfi_cv *weight, mfi_cv *index);
-mf_status mfc_embedding_bwd(mfi_cv *gweight, mfi_cv *gy, mfi_cv *index);
-mf_status mfc_gemm(const mfi_gemm *g);
-mf_status mfc_conv2d_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias);
-mf_status mfc_conv2d_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w);
-mf_status mfc_conv2d_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x);
-mf_status mfc_maxpool2d_fwd(const mfi_pool2d *p, mfi_cv *out, mfi_cv *idx, mfi_cv *x);
-mf_status mfc_maxpool2d_bwd(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *idx);
-mf_status mfc_avgpool2d_fwd(const mfi_pool2d *p, mfi_cv *out, mfi_cv *x);
-mf_status mfc_avgpool2d_bwd(const mfi_pool2d *p, mfi_cv *gx, mfi_cv *gy);
-mf_status mfc_batchnorm_fwd(const mfi_bnorm *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *b, mfi_cv *rmean,
-                            mfi_cv *rvar, mfi_cv *smean, mfi_cv *sinvstd);
-mf_status mfc_batchnorm_bwd(const mfi_bnorm *p, mfi_cv *gx, mfi_cv *gw, mfi_cv *gb, mfi_cv *gy, mfi_cv *x,
-                            mfi_cv *w, mfi_cv *smean, mfi_cv *sinvstd);
-mf_status mfc_layernorm_fwd(int64_t rows, int64_t cols, double eps, mfi_cv *out, mfi_cv *x, mfi_cv *w,
-                            mfi_cv *b, mfi_cv *mean, mfi_cv *rstd);
-mf_status mfc_layernorm_bwd(int64_t rows, int64_t cols, mfi_cv *gx, mfi_cv *gw, mfi_cv *gb, mfi_cv *gy,
-                            mfi_cv *x, mfi_cv *w, mfi_cv *mean, mfi_cv *rstd);
-mf_status mfc_sgd_step(const mfi_sgd_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *buf);
-mf_status mfc_adam_step(const mfi_adam_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *m, mfi_cv *v, mfi_cv *vmax);
-mf_status mfc_rmsprop_step(const mfi_rmsprop_hp *h, mfi_cv *param, mfi_cv *grad, mfi_cv *square_avg,
-                           mfi_cv *momentum_buf, mfi_cv *grad_avg);
+#define MFC_PROTO(name, args) mf_status mfc_##name args;
+MFI_KERNELS(MFC_PROTO)
+#undef MFC_PROTO
 }
 
 #endif

@@ -3,12 +3,12 @@
  * random fills and the dropout mask on the GPU.
  *
  * The random values are those of the CPU backend, element for element:
- * both use lib/rng.h's mapping (element i takes word i%4 of
+ * both use base/philox.h's mapping (element i takes word i%4 of
  * philox4x32-10 at counter (i/4, key) under the key (seed)), compiled
  * for the GPU here.
  */
 #include "backends/cuda/cuda_common.cuh"
-#include "lib/rng.h"
+#include "base/philox.h"
 
 /* ------------------------------------------------------------------ fill */
 template <typename T>

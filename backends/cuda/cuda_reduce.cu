@@ -10,45 +10,7 @@
  */
 #include <math.h>
 #include "backends/cuda/cuda_common.cuh"
-
-typedef struct red_plan {
-    int nk, nr;
-    int64_t kshape[MF_MAX_DIMS], kstride[MF_MAX_DIMS];
-    int64_t rshape[MF_MAX_DIMS], rstride[MF_MAX_DIMS];
-    int64_t nout, nred;
-} red_plan;
-
-__host__ __device__ static inline int64_t offset_of(int64_t i, int nd, const int64_t *shape, const int64_t *stride)
-{
-    int64_t off = 0;
-    for (int d = nd - 1; d >= 0; d--) {
-        off += (i % shape[d]) * stride[d];
-        i /= shape[d];
-    }
-    return off;
-}
-
-/* Kept dims in order (the output index runs over them row-major), and
- * the reduced dims. An empty reduced dim makes nred 0: the outputs get
- * the identity (0, or -inf for max). */
-static void plan_reduce(red_plan *p, mfi_cv *out, mfi_cv *in)
-{
-    memset(p, 0, sizeof *p);
-    p->nout = p->nred = 1;
-    for (int d = 0; d < in->ndim; d++) {
-        int64_t n = in->shape[d];
-        if (n == 1) continue;
-        if (out->shape[d] == 1) {
-            p->rshape[p->nr] = n;
-            p->rstride[p->nr++] = in->stride[d];
-            p->nred *= n;
-        } else {
-            p->kshape[p->nk] = n;
-            p->kstride[p->nk++] = in->stride[d];
-            p->nout *= n;
-        }
-    }
-}
+#include "backends/plan.h"
 
 __device__ static inline double combine(int op, double acc, double v)
 {
@@ -64,14 +26,14 @@ __device__ static inline double merge(int op, double a, double b)
 }
 
 template <typename T>
-__global__ void k_reduce_block(red_plan p, int op, T *out, const T *in)
+__global__ void k_reduce_block(mfi_red_plan p, int op, T *out, const T *in)
 {
     __shared__ double sh[256];
     for (int64_t o = blockIdx.x; o < p.nout; o += gridDim.x) {
-        const T *base = in + offset_of(o, p.nk, p.kshape, p.kstride);
+        const T *base = in + mfi_offset_of(o, p.nk, p.kshape, p.kstride);
         double acc = op == MFI_RED_MAX ? -INFINITY : 0.0;
         for (int64_t q = threadIdx.x; q < p.nred; q += blockDim.x)
-            acc = combine(op, acc, (double)base[offset_of(q, p.nr, p.rshape, p.rstride)]);
+            acc = combine(op, acc, (double)base[mfi_offset_of(q, p.nr, p.rshape, p.rstride)]);
         sh[threadIdx.x] = acc;
         __syncthreads();
         for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -84,12 +46,12 @@ __global__ void k_reduce_block(red_plan p, int op, T *out, const T *in)
 }
 
 template <typename T>
-__global__ void k_reduce_thread(red_plan p, int op, T *out, const T *in)
+__global__ void k_reduce_thread(mfi_red_plan p, int op, T *out, const T *in)
 {
     MFC_FOR(o, p.nout) {
-        const T *base = in + offset_of(o, p.nk, p.kshape, p.kstride);
+        const T *base = in + mfi_offset_of(o, p.nk, p.kshape, p.kstride);
         double acc = op == MFI_RED_MAX ? -INFINITY : 0.0;
-        for (int64_t q = 0; q < p.nred; q++) acc = combine(op, acc, (double)base[offset_of(q, p.nr, p.rshape, p.rstride)]);
+        for (int64_t q = 0; q < p.nred; q++) acc = combine(op, acc, (double)base[mfi_offset_of(q, p.nr, p.rshape, p.rstride)]);
         out[o] = (T)acc;
     }
 }
@@ -97,8 +59,8 @@ __global__ void k_reduce_thread(red_plan p, int op, T *out, const T *in)
 extern "C" mf_status mfc_reduce(mfi_redop op, mfi_cv *out, mfi_cv *in)
 {
     if (out->dtype != in->dtype) MF_FAIL(MF_ERR_DTYPE, "reduce: dtypes differ");
-    red_plan p;
-    plan_reduce(&p, out, in);
+    mfi_red_plan p;
+    mfi_plan_reduce(&p, out, in);
     if (p.nout == 0) return MF_OK;
     bool small = p.nred <= 64 && p.nout >= 1024;
     unsigned blocks = p.nout < 65535 * 16 ? (unsigned)p.nout : 65535 * 16;
@@ -115,10 +77,10 @@ extern "C" mf_status mfc_reduce(mfi_redop op, mfi_cv *out, mfi_cv *in)
 
 /* ------------------------------------------------------------------ argmax */
 template <typename T>
-__global__ void k_argmax(red_plan p, int64_t len, int64_t s, int64_t *out, const T *in)
+__global__ void k_argmax(mfi_red_plan p, int64_t len, int64_t s, int64_t *out, const T *in)
 {
     MFC_FOR(o, p.nout) {
-        const T *a = in + offset_of(o, p.nk, p.kshape, p.kstride);
+        const T *a = in + mfi_offset_of(o, p.nk, p.kshape, p.kstride);
         int64_t best = 0;
         for (int64_t k = 1; k < len; k++)
             if (a[k * s] > a[best * s]) best = k;
@@ -129,7 +91,7 @@ __global__ void k_argmax(red_plan p, int64_t len, int64_t s, int64_t *out, const
 extern "C" mf_status mfc_argmax(mfi_cv *out, mfi_cv *in, int axis)
 {
     if (out->dtype != MF_I64) MF_FAIL(MF_ERR_DTYPE, "argmax: output must be i64");
-    red_plan p;
+    mfi_red_plan p;
     memset(&p, 0, sizeof p);
     int64_t len = in->shape[axis], s = in->stride[axis];
     if (len == 0) MF_FAIL(MF_ERR_SHAPE, "argmax: the axis is empty");
@@ -149,14 +111,6 @@ extern "C" mf_status mfc_argmax(mfi_cv *out, mfi_cv *in, int axis)
 }
 
 /* ----------------------------------------------------------------- softmax */
-static void split_axis(mfi_cv *x, int axis, int64_t *outer, int64_t *dim, int64_t *inner)
-{
-    *outer = *inner = 1;
-    for (int d = 0; d < axis; d++) *outer *= x->shape[d];
-    *dim = x->shape[axis];
-    for (int d = axis + 1; d < x->ndim; d++) *inner *= x->shape[d];
-}
-
 template <typename T>
 __global__ void k_softmax(bool lg, T *y, const T *x, int64_t outer, int64_t D, int64_t inner)
 {
@@ -201,7 +155,7 @@ __global__ void k_softmax_bwd(bool lg, T *gx, const T *gy, const T *y, int64_t o
 extern "C" mf_status mfc_softmax_fwd(bool log, mfi_cv *out, mfi_cv *x, int axis)
 {
     int64_t outer, D, inner;
-    split_axis(x, axis, &outer, &D, &inner);
+    mfi_split_axis(x, axis, &outer, &D, &inner);
     if (outer * inner == 0) return MF_OK;
     MFC_FLOAT_CASES(x->dtype, "softmax",
                     k_softmax<T><<<mfc_blocks(outer * inner), MFC_THREADS, 0, mfc_stream>>>(
@@ -213,7 +167,7 @@ extern "C" mf_status mfc_softmax_fwd(bool log, mfi_cv *out, mfi_cv *x, int axis)
 extern "C" mf_status mfc_softmax_bwd(bool log, mfi_cv *gx, mfi_cv *gy, mfi_cv *y, int axis)
 {
     int64_t outer, D, inner;
-    split_axis(y, axis, &outer, &D, &inner);
+    mfi_split_axis(y, axis, &outer, &D, &inner);
     if (outer * inner == 0) return MF_OK;
     MFC_FLOAT_CASES(y->dtype, "softmax backward",
                     k_softmax_bwd<T><<<mfc_blocks(outer * inner), MFC_THREADS, 0, mfc_stream>>>(

@@ -1,5 +1,5 @@
 /*
- * mpiflow/ckpt.h - checkpoints in one parallel-HDF5 file (DESIGN.md
+ * mpiflow/ckpt.h - checkpoints in one parallel-HDF5 file (doc/design.md
  * section 7), readable by h5dump and h5py.
  *
  *   /                       attrs format="mpiflow-checkpoint", version=1, step, epoch,

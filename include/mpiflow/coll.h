@@ -1,6 +1,6 @@
 /*
  * mpiflow/coll.h - collectives on raw buffers over all ranks, with a
- * choice of algorithm (DESIGN.md section 6). Global tensors use the same
+ * choice of algorithm (doc/design.md section 6). Global tensors use the same
  * algorithms when boxing (P -> B is an allreduce).
  *
  *   mf_allreduce(grad, n, MF_F32, MF_COLL_AUTO);   // sum over ranks, in place
@@ -14,7 +14,7 @@
 #define MPIFLOW_COLL_H
 
 #include <stdbool.h>
-#include "mpiflow/tensor.h"
+#include "mpiflow/dtype.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +39,11 @@ MF_API mf_status mf_coll_algo_parse(const char *name, mf_coll_algo *out);
  * doc/collectives.md), else the built-in table. Collective the first
  * time (it learns the node layout). */
 MF_API mf_status mf_coll_choice(const char *op, int64_t bytes, mf_coll_algo *out);
+/* Replaces this process's tuning rules with the file at path (the format
+ * of MF_COLL_TUNING, doc/collectives.md), for 'auto' from now on; a bad
+ * file fails with MF_ERR_ARG and keeps the old rules. Not collective;
+ * call it on every rank, with no collective in flight. */
+MF_API mf_status mf_coll_tuning_load(const char *path);
 /* The world's node class, as tuning files name it: 1 one node; 2 several
  * nodes with several ranks on each; 3 several nodes otherwise.
  * Collective the first time. */

@@ -2,7 +2,7 @@
  * mpiflow/data.h - datasets and the batch loader.
  *
  * The loader reads samples through a global permutation fixed by
- * (seed, epoch) (DESIGN.md section 5), so every rank count sees the same
+ * (seed, epoch) (doc/design.md section 5), so every rank count sees the same
  * global batches in the same order.
  */
 #ifndef MPIFLOW_DATA_H
@@ -62,8 +62,9 @@ typedef struct mf_loader_opts {
     bool drop_last;      /* true: skip the last partial batch */
     double mean, std;    /* x = (pixel/255 - mean) / std */
     bool prefetch;       /* assemble the next batch in a helper thread */
-    /* shard_count > 1: make only piece shard_index of each batch (DESIGN
-     * 3's balanced split of its samples), for data-parallel ranks that
+    /* shard_count > 1: make only piece shard_index of each batch (the
+     * balanced split of its samples, doc/design.md section 3), for
+     * data-parallel ranks that
      * hold their S(0) piece; the cursor still moves by whole batches */
     int shard_index, shard_count;
     /* micro_batches > 1: the batch is cut into that many balanced

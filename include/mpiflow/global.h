@@ -1,6 +1,6 @@
 /*
  * mpiflow/global.h - global tensors: placement, SBP and nd-SBP, boxing
- * (DESIGN.md sections 3 and 4).
+ * (doc/design.md sections 3 and 4).
  *
  * A global tensor looks like one tensor of its global shape to the
  * program; on each rank of its placement it holds a local piece laid out
@@ -69,7 +69,7 @@ MF_API mf_status mf_nd_sbp_check(const mf_nd_sbp *s, const mf_placement *p, int 
 /* ---- global tensors. sbp is text ("S(0),B"); every function below is
  * collective over the world unless it says otherwise. */
 MF_API bool mf_tensor_is_global(const mf_tensor *t);
-/* The seeds' to_global: local is this rank's piece. For S the pieces
+/* OneFlow's to_global: local is this rank's piece. For S the pieces
  * are joined (they must be the balanced split); for B the value of the
  * placement's first rank is broadcast; for P the pieces are summed. */
 MF_API mf_tensor *mf_to_global(mf_tensor *local, const mf_placement *p, const char *sbp);

@@ -1,5 +1,5 @@
 /*
- * mpiflow/models.h - the reference models of the seeds' examples.
+ * mpiflow/models.h - the reference models of OneFlow's examples.
  */
 #ifndef MPIFLOW_MODELS_H
 #define MPIFLOW_MODELS_H
@@ -10,12 +10,12 @@
 extern "C" {
 #endif
 
-/* The seeds' mixed_parallel_mlp: flatten, hidden = Linear(in, hidden),
+/* OneFlow's mixed_parallel_mlp: flatten, hidden = Linear(in, hidden),
  * ReLU, output = Linear(hidden, classes). Parameters: hidden.weight,
  * hidden.bias, output.weight, output.bias. */
 MF_API mf_module *mf_model_mlp(int64_t in_features, int64_t hidden, int64_t classes);
 
-/* The seeds' mixed_parallel_lenet for [N, channels, h, w] input (h and w
+/* OneFlow's mixed_parallel_lenet for [N, channels, h, w] input (h and w
  * divisible by 4): conv1 = Conv2d(channels, 32, 5, padding 2), ReLU,
  * MaxPool 2; conv2 = Conv2d(32, 64, 5, padding 2), ReLU, MaxPool 2;
  * flatten; hidden = Linear(64*h/4*w/4, 512), ReLU, Dropout(0.5);

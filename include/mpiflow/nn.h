@@ -79,7 +79,7 @@ MF_API mf_tensor_list *mf_module_parameters(const mf_module *m);   /* trainable,
 MF_API mf_tensor_list *mf_module_state_dict(const mf_module *m);   /* parameters and buffers */
 MF_API void mf_tensor_list_destroy(mf_tensor_list *l);
 
-/* ---- global parameters (DESIGN 4): like the seeds' model.to_global.
+/* ---- global parameters (doc/design.md section 4): like OneFlow's model.to_global.
  * Initialise first (mf_module_reset_parameters works on local values).
  * mf_module_param_to_global gives one parameter or buffer its own SBP
  * (e.g. "hidden.weight" "S(0)" for model parallel); mf_module_to_global

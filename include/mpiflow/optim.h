@@ -92,7 +92,7 @@ MF_API mf_tensor_list *mf_optim_state(const mf_optim *o);
 /* ---- learning-rate schedules: lr as a function of the step (0-based) */
 typedef struct mf_lr_schedule mf_lr_schedule;
 /* values[0] before boundaries[0], values[i] from boundaries[i-1] on;
- * n boundaries, n+1 values (the seeds' PiecewiseConstantScheduler). */
+ * n boundaries, n+1 values (OneFlow's PiecewiseConstantScheduler). */
 MF_API mf_lr_schedule *mf_lr_piecewise_create(int n, const int64_t *boundaries, const double *values);
 /* base * gamma^(step / step_size) (PyTorch's StepLR). */
 MF_API mf_lr_schedule *mf_lr_step_create(double base, int64_t step_size, double gamma);

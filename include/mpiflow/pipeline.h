@@ -1,6 +1,6 @@
 /*
  * mpiflow/pipeline.h - pipeline parallelism: a Sequential model cut into
- * stages, each on its own placement (DESIGN.md section 4).
+ * stages, each on its own placement (doc/design.md section 4).
  *
  *   int first[P + 1];
  *   mf_pipeline_balance(model, P, first);      // stage s runs children first[s] .. first[s+1]-1

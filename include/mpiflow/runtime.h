@@ -1,5 +1,5 @@
 /*
- * mpiflow/runtime.h - start-up, threads, seeds, logging and timers.
+ * mpiflow/runtime.h - start-up, threads, the random seed, logging and timers.
  *
  * mf_init initialises MPI when the caller has not, picks the number of
  * compute threads per rank (cores / ranks on the node unless told), and
@@ -18,9 +18,10 @@
 extern "C" {
 #endif
 
-/* Initialise mpiflow. If MPI is not initialised, it is, with
- * MPI_THREAD_FUNNELED, and mf_finalize will finalize it; otherwise the
- * caller keeps ownership of MPI. argc/argv may be NULL.
+/* Initialise mpiflow. If MPI is not initialised, it is, asking for
+ * MPI_THREAD_MULTIPLE (the progress and watchdog threads call MPI), and
+ * mf_finalize will finalize it; otherwise the caller keeps ownership of
+ * MPI. argc/argv may be NULL.
  * Environment: MF_THREADS (threads per rank), MF_SEED, MF_PROFILE=1. */
 MF_API mf_status mf_init(int *argc, char ***argv);
 /* Release caches and, if mf_init started MPI, finalize it. */

@@ -1,6 +1,6 @@
 /*
  * mpiflow/tensor.h - local tensors: dtype, shape, strides, views and
- * refcounted storage (DESIGN.md section 2).
+ * refcounted storage (doc/design.md section 2).
  *
  * A tensor is a view (shape, strides, offset) on a refcounted storage.
  * Views made by mf_reshape, mf_narrow, mf_transpose, mf_permute and
@@ -18,20 +18,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include "mpiflow/status.h"
+#include "mpiflow/dtype.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define MF_MAX_DIMS 8
-
-typedef enum mf_dtype {
-    MF_F32 = 0,
-    MF_F64,      /* CPU only; used for gradient checks */
-    MF_I32,
-    MF_I64,
-    MF_DTYPE_COUNT
-} mf_dtype;
 
 typedef enum mf_device_type { MF_DEV_CPU = 0, MF_DEV_CUDA } mf_device_type;
 
@@ -40,11 +33,6 @@ typedef struct mf_tensor mf_tensor;
 /* Shape literal: mf_zeros(MF_F32, MF_DIMS(2, 3)) passes ndim and shape. */
 #define MF_DIMS(...) \
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}
-
-MF_API size_t mf_dtype_size(mf_dtype dt);
-MF_API const char *mf_dtype_name(mf_dtype dt);   /* "f32" */
-MF_API mf_status mf_dtype_parse(const char *s, mf_dtype *dt);
-MF_API bool mf_dtype_is_float(mf_dtype dt);
 
 /* ---- creation: each returns a new reference, or NULL (mf_last_error) */
 MF_API mf_tensor *mf_empty(mf_dtype dt, int ndim, const int64_t *shape);

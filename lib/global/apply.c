@@ -1,6 +1,6 @@
 /*
  * lib/global/apply.c - running an op on global tensors: one mechanism
- * for every op (DESIGN.md section 4).
+ * for every op (doc/design.md section 4).
  *
  *   1. the op's shape rule on the global shapes gives the global output;
  *   2. for each mesh dimension, the op's signature that moves the fewest

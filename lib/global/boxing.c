@@ -1,6 +1,6 @@
 /*
  * lib/global/boxing.c - boxing: re-laying a global tensor's pieces as
- * another nd-SBP and/or placement (DESIGN.md section 4).
+ * another nd-SBP and/or placement (doc/design.md section 4).
  *
  * On one placement the planner works mesh dimension by mesh dimension,
  * each step one collective on that dimension's communicator:
@@ -79,7 +79,7 @@ static bool step_valid(const mf_nd_sbp *cur, int d, mf_sbp to)
 static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, mf_tensor **t)
 {
     const mf_placement *p = a->src;
-    mf_comm *comm = p->dim_comm[d];
+    mfi_comm *comm = p->dim_comm[d];
     int n = p->mesh[d], k = p->coord[d], nd = a->gm.ndim;
     mf_sbp from = cur->d[d];
     mf_dtype dt = a->gm.dtype;
@@ -263,7 +263,7 @@ static void pending_free(pending *pd)
  * with tag: each destination piece gets the intersection of every source
  * piece with it, copied locally when source and destination are this
  * rank. */
-static mf_status general_post(const box_attrs *a, const mf_nd_sbp *cur, const mf_nd_sbp *tgt, mf_tensor *t, mf_comm *c,
+static mf_status general_post(const box_attrs *a, const mf_nd_sbp *cur, const mf_nd_sbp *tgt, mf_tensor *t, mfi_comm *c,
                               int tag, pending *pd)
 {
     const mf_placement *S = a->src, *D = a->dst;
@@ -438,7 +438,7 @@ out:
     return st;
 }
 
-/* Boxing on a device runs on host copies (DESIGN 6, staging through
+/* Boxing on a device runs on host copies (doc/design.md section 6, staging through
  * host memory): the piece is downloaded, boxed by the host algorithms
  * above, and the result goes to the destination placement's device. */
 static mf_status box_staged(const box_attrs *a, mf_tensor *x, mf_tensor **out)

@@ -26,8 +26,8 @@ struct mf_placement {
     mf_device_type dev;
     int index;                   /* this rank's member index, -1 outside */
     int coord[MF_MAX_MESH];      /* this rank's mesh coordinates */
-    mf_comm *comm;               /* the members; NULL outside */
-    mf_comm *dim_comm[MF_MAX_MESH];  /* peers differing only in coord d */
+    mfi_comm *comm;               /* the members; NULL outside */
+    mfi_comm *dim_comm[MF_MAX_MESH];  /* peers differing only in coord d */
 };
 
 typedef struct mfi_global {
@@ -49,7 +49,7 @@ mf_status mfi_placement_layout_check(const char *what, int n, const int *ranks, 
 void mfi_placement_coords(const mf_placement *p, int index, int *coord);
 int mfi_placement_index_of(const mf_placement *p, const int *coord);
 void mfi_global_teardown(void);
-/* Piece k of n of a length-L axis (DESIGN 3's balanced split). */
+/* Piece k of n of a length-L axis (doc/design.md section 3's balanced split). */
 void mfi_split(int64_t L, int n, int k, int64_t *start, int64_t *len);
 /* The block member `coord` of placement p holds under nd-SBP s. */
 void mfi_region(const mfi_meta *gm, const mf_nd_sbp *s, const mf_placement *p, const int *coord, mfi_box *b);

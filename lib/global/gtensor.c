@@ -449,7 +449,7 @@ mf_status mfi_global_set_grad(mf_tensor *t, mf_tensor *grad)
     return MF_OK;
 }
 
-mf_status mfi_global_backward(mf_tensor *out, mf_tensor *grad, bool retain)
+mf_status mfi_global_backward(mf_tensor *out, mf_tensor *grad, bool retain, bool sync)
 {
     mfi_global *g = out->global;
     mf_nd_sbp dual = mfi_nd_sbp_dual(&g->sbp);
@@ -481,7 +481,7 @@ mf_status mfi_global_backward(mf_tensor *out, mf_tensor *grad, bool retain)
                      : mf_zeros(out->dtype, g->local->ndim, g->local->shape);
         if (!seed) return mf_last_status();
     }
-    mf_status st = mf_backward_ex(g->local, seed, retain);
+    mf_status st = mfi_backward(g->local, seed, retain, sync);
     mf_tensor_destroy(seed);
     return st;
 }

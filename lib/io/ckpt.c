@@ -151,28 +151,15 @@ static mf_status write_tensor(const writer *w, hid_t group, const char *name, mf
 /* o's hyper-parameters, in mfi_ckpt_hyper_names' order; their count */
 static int hyper_values(const mf_optim *o, double *v)
 {
-    const char *const *names = mfi_ckpt_hyper_names(o->type);
-    int n = 0;
-    for (; names && names[n] && n < MFI_CKPT_HYPER; n++) {
-        const char *k = names[n];
-        bool sgd = !strcmp(o->type, "sgd"), rms = !strcmp(o->type, "rmsprop");
-        v[n] = !strcmp(k, "lr")             ? o->lr
-               : !strcmp(k, "momentum")     ? (sgd ? o->h.sgd.momentum : o->h.rms.momentum)
-               : !strcmp(k, "weight_decay") ? (sgd ? o->h.sgd.weight_decay : rms ? o->h.rms.weight_decay : o->h.adam.weight_decay)
-               : !strcmp(k, "alpha")        ? o->h.rms.alpha
-               : !strcmp(k, "eps")          ? (rms ? o->h.rms.eps : o->h.adam.eps)
-               : !strcmp(k, "beta1")        ? o->h.adam.beta1
-                                            : o->h.adam.beta2;
-    }
-    return n;
+    return mfi_optim_hypers(o, mfi_ckpt_hyper_names(mf_optim_type(o)), v, MFI_CKPT_HYPER);
 }
 
 static void optim_attrs(hid_t g, const mf_optim *o)
 {
-    mfi_h5_set_str(g, "type", o->type);
-    mfi_h5_set_i64(g, "step", o->steps);
+    mfi_h5_set_str(g, "type", mf_optim_type(o));
+    mfi_h5_set_i64(g, "step", mf_optim_steps(o));
     double v[MFI_CKPT_HYPER];
-    const char *const *names = mfi_ckpt_hyper_names(o->type);
+    const char *const *names = mfi_ckpt_hyper_names(mf_optim_type(o));
     for (int i = 0, n = hyper_values(o, v); i < n; i++) mfi_h5_set_f64(g, names[i], v[i]);
 }
 
@@ -188,13 +175,13 @@ static mf_status write_optim(const writer *w, hid_t file, mf_optim *o, bool *sto
     }
     optim_attrs(g, o);
     mf_status st = MF_OK;
-    for (int i = 0; i < o->n && !*stop; i++) {
+    for (int i = 0; i < mfi_optim_nparams(o) && !*stop; i++) {
         hid_t pg = -1;
-        for (int k = 0; k < o->nstate && !*stop; k++) {
-            mf_tensor *t = o->steps > 0 ? mfi_ckpt_state_view(o, i, k, true) : NULL;
+        for (int k = 0; k < mfi_optim_nstate(o) && !*stop; k++) {
+            mf_tensor *t = mf_optim_steps(o) > 0 ? mfi_optim_state_view(o, i, k, true) : NULL;
             if (!t) continue;
-            if (pg < 0) pg = H5Gcreate2(g, o->params[i].name, H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
-            mf_status s = write_tensor(w, pg, o->state_names[k], t, stop);
+            if (pg < 0) pg = H5Gcreate2(g, mfi_optim_param_name(o, i), H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
+            mf_status s = write_tensor(w, pg, mfi_optim_state_name(o, k), t, stop);
             if (st == MF_OK) st = s;
             mf_tensor_destroy(t);
         }
@@ -228,10 +215,11 @@ static double bytes_needed(const mf_tensor_list *sd, const mf_optim *o)
     double b = 65536;
     for (int i = 0; i < sd->n; i++)
         b += 4096 + (double)mf_tensor_numel(sd->items[i].tensor) * (double)mf_dtype_size(sd->items[i].tensor->dtype);
-    for (int i = 0; o && o->steps > 0 && i < o->n; i++)
-        for (int k = 0; k < o->nstate; k++)
-            if (o->uses[k] && o->state_names[k])
-                b += 4096 + (double)mf_tensor_numel(o->params[i].p) * (double)mf_dtype_size(o->params[i].p->dtype);
+    if (o && mf_optim_steps(o) > 0) {
+        b += mfi_optim_state_bytes(o);
+        for (int k = 0; k < mfi_optim_nstate(o); k++)
+            if (mfi_optim_state_name(o, k)) b += 4096.0 * mfi_optim_nparams(o);
+    }
     return b;
 }
 
@@ -303,8 +291,8 @@ static void header_of(mfi_ckpt_header *h, const writer *w, const mf_train_state 
                            .data_epoch = s->epoch, .cursor = s->cursor, .has_optim = o != NULL};
     memcpy(h->created, created, sizeof created);
     if (o) {
-        snprintf(h->optim_type, sizeof h->optim_type, "%s", o->type);
-        h->optim_step = o->steps;
+        snprintf(h->optim_type, sizeof h->optim_type, "%s", mf_optim_type(o));
+        h->optim_step = mf_optim_steps(o);
         h->nhyper = hyper_values(o, h->hyper);
     }
     h->digest = mfi_ckpt_header_digest(h);
@@ -392,7 +380,7 @@ mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, c
     if (!sd) return mf_last_status();
     mf_status st = MF_OK;
     if (mf_rank() == 0) st = check_space(tmp, bytes_needed(sd, optim), msg, sizeof msg);
-    double reserve = 65536.0 + 4096.0 * (sd->n + (optim ? 2 * optim->n : 0));   /* HDF5's metadata */
+    double reserve = 65536.0 + 4096.0 * (sd->n + (optim ? 2 * mfi_optim_nparams(optim) : 0));   /* HDF5's metadata */
     if (mf_rank() == 0 && st == MF_OK) st = reserve_make(tmp, reserve, msg, sizeof msg);
     if (st != MF_OK) mfi_error(st, "mf_ckpt_save: %s", msg);
     if (mf_agree(st) != MF_OK) {

@@ -10,7 +10,7 @@
 #include "lib/global/global_internal.h"
 #include "lib/io/ckpt_check.h"
 #include "lib/io/h5util.h"
-#include "lib/optim/optim_internal.h"
+#include "lib/optim/optim_state.h"
 
 /* A tensor's layout for the file: placement, nd-SBP and this rank's
  * block; a local tensor counts as B on the world. The ranks holding the
@@ -49,11 +49,6 @@ herr_t mfi_ckpt_move_block(hid_t ds, const mfi_ckpt_layout *l, const mfi_box *b,
  * rank calls it for every tensor, failed or not, so that all stop at
  * the same tensor and nobody is left in a collective alone. */
 mf_status mfi_ckpt_sum_checksum(uint64_t part, bool failed, uint64_t *total, bool *any_failed);
-/* State k of parameter i as a global tensor around the local piece,
- * laid out like the parameter (or S(0) under ZeRO-1); NULL if the
- * optimizer does not use it or has not stepped yet (the same on every
- * rank). */
-mf_tensor *mfi_ckpt_state_view(mf_optim *o, int i, int k, bool create);
 /* Brackets collective HDF5 calls for the watchdog (MF_TIMEOUT):
  * "checkpoint I/O (writing 'fc1.weight' in run.h5.tmp)". */
 int mfi_ckpt_io_enter(const char *what, const char *name, const char *path);

@@ -161,22 +161,6 @@ herr_t mfi_ckpt_move_block(hid_t ds, const mfi_ckpt_layout *l, const mfi_box *b,
     return r;
 }
 
-mf_tensor *mfi_ckpt_state_view(mf_optim *o, int i, int k, bool create)
-{
-    if (!o->uses[k] || !o->state_names[k]) return NULL;
-    mfi_opt_param *pp = &o->params[i];
-    mf_tensor *piece = mfi_local(pp->p);
-    if (piece && !pp->state[k] && create) pp->state[k] = mfi_optim_state_new(o, i);
-    if (!pp->p->global) return pp->state[k] ? mf_tensor_retain(pp->state[k]) : NULL;
-    mfi_meta gm;
-    mfi_meta_of(pp->p, &gm);
-    mf_tensor *st = piece ? pp->state[k] : NULL;
-    if (piece && !st) return NULL;
-    mf_nd_sbp sbp = mfi_optim_state_sbp(o, i);   /* S(0) under ZeRO-1 */
-    return mfi_global_wrap(mf_tensor_retain(st), pp->p->global->placement, &sbp, &gm, false);
-}
-
-
 int mfi_ckpt_io_enter(const char *what, const char *name, const char *path)
 {
     if (!mfi_ledger_on()) return 0;

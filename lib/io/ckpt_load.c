@@ -137,22 +137,22 @@ static mf_status read_optim(hid_t file, const hid_t *dxpl, const char *path, con
                             pending *pd, int *n, int64_t *steps, char *msg, size_t msglen)
 {
     if (!h->has_optim) {
-        snprintf(msg, msglen, "%s: no optimizer state (/optim) to resume %s from", path, o->type);
+        snprintf(msg, msglen, "%s: no optimizer state (/optim) to resume %s from", path, mf_optim_type(o));
         return MF_ERR_FORMAT;
     }
-    if (strcmp(h->optim_type, o->type)) {
+    if (strcmp(h->optim_type, mf_optim_type(o))) {
         snprintf(msg, msglen, "%s: the optimizer is %s in the checkpoint but %s in this run", path, h->optim_type,
-                 o->type);
+                 mf_optim_type(o));
         return MF_ERR_FORMAT;
     }
     *steps = h->optim_step;
     mf_status st = MF_OK;
-    for (int i = 0; i < o->n && *steps > 0; i++)
-        for (int k = 0; k < o->nstate; k++) {
-            mf_tensor *t = mfi_ckpt_state_view(o, i, k, true);
+    for (int i = 0; i < mfi_optim_nparams(o) && *steps > 0; i++)
+        for (int k = 0; k < mfi_optim_nstate(o); k++) {
+            mf_tensor *t = mfi_optim_state_view(o, i, k, true);
             if (!t) continue;
             char name[512], m[768] = "";
-            snprintf(name, sizeof name, "optim/%s/%s", o->params[i].name, o->state_names[k]);
+            snprintf(name, sizeof name, "optim/%s/%s", mfi_optim_param_name(o, i), mfi_optim_state_name(o, k));
             mf_status s = read_tensor(file, dxpl, path, h, name, t, &pd[(*n)++], m, sizeof m);
             if (s != MF_OK && st == MF_OK) {
                 st = s;
@@ -213,7 +213,7 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_t
         return st;
     }
     mf_tensor_list *sd = mf_module_state_dict(model);
-    int npd = sd ? sd->n : 0, nstates = optim ? optim->n * MFI_OPT_MAX_STATE : 0;
+    int npd = sd ? sd->n : 0, nstates = optim ? mfi_optim_nparams(optim) * mfi_optim_nstate(optim) : 0;
     pending *pd = calloc((size_t)(npd + nstates) + 1, sizeof *pd);
     hid_t dxpl[2] = {H5Pcreate(H5P_DATASET_XFER), H5Pcreate(H5P_DATASET_XFER)};
     H5Pset_dxpl_mpio(dxpl[0], H5FD_MPIO_COLLECTIVE);   /* [rows_only(...)] */
@@ -256,8 +256,7 @@ mf_status mf_ckpt_load(const char *path, mf_module *model, mf_optim *optim, mf_t
     free(pd);
     mf_tensor_list_destroy(sd);
     if (st == MF_OK && optim) {   /* PyTorch keeps a step per parameter; ours all advance together */
-        optim->steps = opt_steps;
-        for (int i = 0; i < optim->n; i++) optim->params[i].step = opt_steps;
+        mfi_optim_set_steps(optim, opt_steps);
     }
     if (st == MF_OK && state) {
         *state = (mf_train_state){h.step, h.data_epoch, h.cursor, (uint64_t)h.seed};

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include "lib/internal.h"
-#include "lib/rng.h"
+#include "base/philox.h"
 
 struct mf_dataset {
     int64_t n;

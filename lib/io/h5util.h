@@ -1,7 +1,7 @@
 /*
  * lib/io/h5util.h - what the checkpoint writer (ckpt.c) and reader
  * (ckpt_file.c) share: HDF5 types of our dtypes, scalar attributes, and
- * the checksum of DESIGN.md section 7.
+ * the checksum of doc/design.md section 7.
  */
 #ifndef MF_IO_H5UTIL_H
 #define MF_IO_H5UTIL_H

@@ -1,6 +1,6 @@
 /*
  * lib/io/loader.c - batches through a global permutation fixed by
- * (seed, epoch) (DESIGN.md section 5).
+ * (seed, epoch) (doc/design.md section 5).
  *
  * The permutation sorts sample indices by a 64-bit Philox key of
  * (seed, epoch, index), so it is the same on every rank and needs no
@@ -16,7 +16,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include "lib/global/global_internal.h"
-#include "lib/rng.h"
+#include "base/philox.h"
 
 typedef struct batch {
     int64_t epoch, cursor;   /* the position it was made for */

@@ -1,5 +1,5 @@
 /*
- * lib/nn/models.c - the seeds' mlp and lenet as Sequential models.
+ * lib/nn/models.c - the mlp and LeNet of OneFlow's examples as Sequential models.
  */
 #include "lib/nn/nn_internal.h"
 

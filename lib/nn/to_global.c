@@ -1,6 +1,6 @@
 /*
  * lib/nn/to_global.c - making a module's parameters and buffers global,
- * like the seeds' model.to_global(placement, sbp).
+ * like OneFlow's model.to_global(placement, sbp).
  *
  * Each rank holds the whole initial value (initialisation is keyed by
  * name, so it is the same everywhere) and keeps its piece: no

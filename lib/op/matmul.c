@@ -8,7 +8,7 @@
  *   dA = G op(B)^T  (or op(B) G^T when A was transposed),
  *   dB = op(A)^T G  (or G^T op(A) when B was transposed),
  * summed over the batch when the operand was shared by it.
- * SBP (DESIGN.md section 4): S(0)xB->S(0), BxS(1)->S(1), S(1)xS(0)->P.
+ * SBP (doc/design.md section 4): S(0)xB->S(0), BxS(1)->S(1), S(1)xS(0)->P.
  */
 #include "lib/internal.h"
 
@@ -187,7 +187,7 @@ static mf_status mm_grads(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     return MF_OK;
 }
 
-/* DESIGN 4's table, with the transposes folded in, plus batch splits */
+/* doc/design.md section 4's table, with the transposes folded in, plus batch splits */
 static int mm_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
 {
     const mm_attrs *a = c->attrs;

@@ -10,7 +10,7 @@ mf_status mf_clip_grad_norm(const mf_tensor_list *params, double max_norm, doubl
 {
     if (!params) MF_FAIL(MF_ERR_ARG, "mf_clip_grad_norm: the parameter list is NULL");
     if (!(max_norm > 0)) MF_FAIL(MF_ERR_ARG, "mf_clip_grad_norm: max_norm %g must be > 0", max_norm);
-    MF_TRY(mfi_grad_buckets_flush());   /* the norm is of the summed gradients */
+    MF_TRY(mfi_grad_buckets_flush(params));   /* the norm is of the summed gradients */
     bool prev = mf_set_grad_enabled(false);
     double sq = 0;
     mf_status st = MF_OK;
@@ -29,7 +29,7 @@ mf_status mf_clip_grad_norm(const mf_tensor_list *params, double max_norm, doubl
         mf_tensor *g = mf_tensor_grad(params->items[i].tensor);
         if (g) st = mf_scale_(g, coef);
     }
-    if (st == MF_OK && coef < 1.0) mfi_grad_buckets_scaled(coef);   /* ZeRO's summed shards */
+    if (st == MF_OK && coef < 1.0) mfi_grad_buckets_scaled(params, coef);   /* ZeRO's summed shards */
     mf_set_grad_enabled(prev);
     return st;
 }

@@ -29,7 +29,7 @@
 #include "lib/optim/optim_internal.h"
 
 typedef struct bucket {
-    mf_comm *comm;
+    mfi_comm *comm;
     mf_dtype dt;
     int np, nready;
     int *params;         /* optimizer indices, in packing order */
@@ -56,12 +56,67 @@ struct mfi_grad_buckets {
     int *slot_of;        /* per parameter: its slot in the bucket */
     bool *ready;         /* per parameter, this round */
     int next;            /* the next bucket to start */
-    int last_found;      /* where the previous hook found its parameter */
     bool dirty, active;  /* active: a gradient arrived this round */
+    /* the parameter of a local leaf: open addressing on the leaf's
+     * address (a parameter's local piece is fixed for its lifetime) */
+    mf_tensor **leaf_key;
+    int *leaf_param;
+    size_t leaf_cap;     /* a power of two */
+    mfi_grad_buckets *next_live;
 };
 
-static mfi_grad_buckets *armed;   /* the buckets autograd's hook fills */
-static bool held;                  /* mfi_grad_buckets_hold: the hook ignores gradients */
+/* Every optimizer's buckets, so that autograd's one grad-ready hook
+ * reaches the optimizer that owns each leaf, and clipping the ones that
+ * hold its parameters: each optimizer's state stays its own. */
+static mfi_grad_buckets *live;
+
+/* The index of the parameter whose local piece is leaf, or -1. */
+static int param_of(const mfi_grad_buckets *gb, const mf_tensor *leaf)
+{
+    if (!leaf || !gb->leaf_cap) return -1;
+    for (size_t h = mfi_hash_ptr(leaf, gb->leaf_cap); gb->leaf_key[h]; h = (h + 1) & (gb->leaf_cap - 1))
+        if (gb->leaf_key[h] == leaf) return gb->leaf_param[h];
+    return -1;
+}
+
+static mf_status map_leaves(mfi_grad_buckets *gb)
+{
+    const mf_optim *o = gb->o;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)o->n + 2) cap *= 2;
+    gb->leaf_key = calloc(cap, sizeof *gb->leaf_key);
+    gb->leaf_param = calloc(cap, sizeof *gb->leaf_param);
+    if (!gb->leaf_key || !gb->leaf_param) MF_FAIL(MF_ERR_NOMEM, "gradient buckets: out of memory");
+    gb->leaf_cap = cap;
+    for (int i = 0; i < o->n; i++) {
+        const mf_tensor *l = o->params[i].p->global ? o->params[i].p->global->local : NULL;
+        if (!l || param_of(gb, l) >= 0) continue;
+        size_t h = mfi_hash_ptr(l, cap);
+        while (gb->leaf_key[h]) h = (h + 1) & (cap - 1);
+        gb->leaf_key[h] = (mf_tensor *)l;
+        gb->leaf_param[h] = i;
+    }
+    return MF_OK;
+}
+
+static void on_ready(mf_tensor *leaf, void *user);
+
+static void register_live(mfi_grad_buckets *gb)
+{
+    gb->next_live = live;
+    live = gb;
+    mfi_autograd_set_sync_hook(on_ready, NULL);
+}
+
+static void unregister_live(mfi_grad_buckets *gb)
+{
+    for (mfi_grad_buckets **p = &live; *p; p = &(*p)->next_live)
+        if (*p == gb) {
+            *p = gb->next_live;
+            break;
+        }
+    if (!live) mfi_autograd_set_sync_hook(NULL, NULL);
+}
 
 /* rows of parameter slot s for rank q in a ZeRO bucket */
 static void zero_rows(const mfi_opt_param *p, const bucket *b, int q, int64_t *row0, int64_t *rows)
@@ -73,7 +128,7 @@ static void zero_rows(const mfi_opt_param *p, const bucket *b, int q, int64_t *r
 /* The communicator summing param's gradient: all ranks of the placement
  * (B on every axis) or one mesh axis (B there, S elsewhere); NULL when
  * the parameter is not bucketed. */
-static mf_comm *sum_comm(const mf_tensor *param)
+static mfi_comm *sum_comm(const mf_tensor *param)
 {
     const mfi_global *g = param->global;
     if (!g || !g->local || !mf_dtype_is_float(param->dtype)) return NULL;
@@ -82,17 +137,14 @@ static mf_comm *sum_comm(const mf_tensor *param)
         if (g->sbp.d[d].kind == MF_SBP_B) nb++, axis = d;
         else if (g->sbp.d[d].kind != MF_SBP_S) return NULL;
     }
-    mf_comm *c = nb == 0 ? NULL : nb == g->sbp.ndim ? g->placement->comm : nb == 1 ? g->placement->dim_comm[axis] : NULL;
+    mfi_comm *c = nb == 0 ? NULL : nb == g->sbp.ndim ? g->placement->comm : nb == 1 ? g->placement->dim_comm[axis] : NULL;
     return c && mfi_comm_size_of(c) > 1 ? c : NULL;
 }
 
 void mfi_grad_buckets_free(mfi_grad_buckets *gb)
 {
     if (!gb) return;
-    if (armed == gb) {
-        armed = NULL;
-        mfi_autograd_set_sync_hook(NULL, NULL);
-    }
+    unregister_live(gb);
     for (int k = 0; k < gb->nb; k++) {
         mfi_wait(gb->b[k].req);   /* its buffer goes next */
         free(gb->b[k].params);
@@ -107,11 +159,13 @@ void mfi_grad_buckets_free(mfi_grad_buckets *gb)
     free(gb->bucket_of);
     free(gb->slot_of);
     free(gb->ready);
+    free(gb->leaf_key);
+    free(gb->leaf_param);
     free(gb);
 }
 
 /* the bucket (comm, dt) being filled, or a new one */
-static bucket *open_bucket(mfi_grad_buckets *gb, int *open, mf_comm *c, mf_dtype dt, int64_t add, int64_t cap,
+static bucket *open_bucket(mfi_grad_buckets *gb, int *open, mfi_comm *c, mf_dtype dt, int64_t add, int64_t cap,
                            bool zero)
 {
     for (int k = 0; k < gb->nb; k++) {
@@ -175,7 +229,7 @@ static mf_status build(mf_optim *o, mfi_grad_buckets **out)
     int64_t cap = (int64_t)(o->bucket_mb * 1048576.0);
     for (int i = o->n - 1; st == MF_OK && i >= 0; i--) {
         gb->bucket_of[i] = -1;
-        mf_comm *c = sum_comm(o->params[i].p);
+        mfi_comm *c = sum_comm(o->params[i].p);
         if (!c) continue;
         mf_tensor *l = o->params[i].p->global->local;
         int64_t numel = mf_tensor_numel(l);
@@ -206,10 +260,12 @@ static mf_status build(mf_optim *o, mfi_grad_buckets **out)
         if (st == MF_OK && gb->b[k].zero) st = zero_layout(o, &gb->b[k]);
     }
     free(open);
+    if (st == MF_OK) st = map_leaves(gb);
     if (st != MF_OK) {
         mfi_grad_buckets_free(gb);
         return st;
     }
+    register_live(gb);
     *out = gb;
     return MF_OK;
 }
@@ -312,19 +368,11 @@ static void start_ready(mfi_grad_buckets *gb)
     }
 }
 
-/* autograd's grad-ready hook: leaf's gradient is final for this backward */
-static void on_ready(mf_tensor *leaf, void *user)
+/* leaf's gradient is final for this backward: into gb's bucket, if its
+ * parameter i has one */
+static void leaf_ready(mfi_grad_buckets *gb, int i)
 {
-    mfi_grad_buckets *gb = user;
-    mf_optim *o = gb->o;
-    if (held) return;
-    int i = -1;
-    for (int k = 0; k < o->n && i < 0; k++) {   /* usually the one before the last found */
-        int j = ((gb->last_found - 1 - k) % o->n + o->n) % o->n;
-        if (o->params[j].p->global && o->params[j].p->global->local == leaf) i = j;
-    }
-    if (i < 0 || gb->bucket_of[i] < 0) return;
-    gb->last_found = i;
+    if (gb->bucket_of[i] < 0) return;
     gb->active = true;
     if (gb->ready[i] || gb->dirty) {
         gb->dirty = true;
@@ -339,10 +387,15 @@ static void on_ready(mf_tensor *leaf, void *user)
     start_ready(gb);
 }
 
-static void arm(mfi_grad_buckets *gb)
+/* autograd's grad-ready hook: to the optimizer(s) whose parameter the
+ * leaf is */
+static void on_ready(mf_tensor *leaf, void *user)
 {
-    armed = gb;
-    mfi_autograd_set_sync_hook(on_ready, gb);
+    (void)user;
+    for (mfi_grad_buckets *gb = live; gb; gb = gb->next_live) {
+        int i = param_of(gb, leaf);
+        if (i >= 0) leaf_ready(gb, i);
+    }
 }
 
 static void reset_round(mfi_grad_buckets *gb)
@@ -435,7 +488,6 @@ mf_status mfi_grad_buckets_prepare(mf_optim *o)
     if (o->bucket_mb <= 0) return MF_OK;
     if (!o->buckets) MF_TRY(build(o, &o->buckets));
     if (o->buckets->active) MF_TRY(finish(o->buckets));   /* a backward without a step: drop nothing */
-    arm(o->buckets);
     return MF_OK;
 }
 
@@ -478,7 +530,6 @@ mf_status mf_optim_sync_grads(mf_optim *o)
             st = finish(gb);
         }
     }
-    if (gb && o->bucket_mb > 0) arm(gb);
     /* the rest one by one, in reverse order */
     for (int i = o->n - 1; i >= 0 && st == MF_OK; i--)
         if (!o->params[i].zgrad) st = mfi_grad_sync_one(o->params[i].p);
@@ -506,17 +557,35 @@ mf_status mf_optim_set_bucket_mb(mf_optim *o, double mb)
     return MF_OK;
 }
 
-void mfi_grad_buckets_hold(bool on) { held = on; }
+static void scale_shards(mfi_grad_buckets *gb, double coef);
 
-mf_status mfi_grad_buckets_flush(void)
+/* whether gb holds one of params */
+static bool holds_any(const mfi_grad_buckets *gb, const mf_tensor_list *params)
 {
-    return armed && armed->active ? finish(armed) : MF_OK;
+    for (int i = 0; i < params->n; i++)
+        if (param_of(gb, mfi_local(params->items[i].tensor)) >= 0) return true;
+    return false;
 }
 
-void mfi_grad_buckets_scaled(double coef)
+mf_status mfi_grad_buckets_flush(const mf_tensor_list *params)
 {
-    for (int k = 0; armed && k < armed->nb; k++) {
-        bucket *b = &armed->b[k];
+    mf_status st = MF_OK;
+    for (mfi_grad_buckets *gb = live; gb && st == MF_OK; gb = gb->next_live)
+        if (gb->active && holds_any(gb, params)) st = finish(gb);
+    return st;
+}
+
+void mfi_grad_buckets_scaled(const mf_tensor_list *params, double coef)
+{
+    for (mfi_grad_buckets *gb = live; gb; gb = gb->next_live)
+        if (holds_any(gb, params)) scale_shards(gb, coef);
+}
+
+/* the ZeRO shards of gb, scaled by coef */
+static void scale_shards(mfi_grad_buckets *gb, double coef)
+{
+    for (int k = 0; k < gb->nb; k++) {
+        bucket *b = &gb->b[k];
         int64_t n = b->zero ? b->counts[b->me] : 0;
         if (b->dt == MF_F32)
             for (int64_t i = 0; i < n; i++) ((float *)b->shard)[i] *= (float)coef;

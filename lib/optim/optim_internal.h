@@ -54,21 +54,18 @@ void mfi_grad_buckets_free(mfi_grad_buckets *gb);
 /* Before a backward (mf_optim_zero_grad): finishes a round left open,
  * and points autograd's grad-ready hook at o's buckets. */
 mf_status mfi_grad_buckets_prepare(mf_optim *o);
-/* Finishes the hooked buckets' round, if one is open: gradients are
- * synced after it (mf_clip_grad_norm calls it first). Collective. */
-mf_status mfi_grad_buckets_flush(void);
-/* Gradient accumulation over micro-batches (DDP's no_sync): while held,
- * backward's gradients stay local; the backward after the hold ends
- * sends the accumulated sums, overlapped as usual. */
-void mfi_grad_buckets_hold(bool on);
-/* After mf_clip_grad_norm scaled the gradients by coef: the ZeRO shards
- * the flush made are scaled too. */
-void mfi_grad_buckets_scaled(double coef);
+/* Finishes the open round of every optimizer's buckets that hold one of
+ * params: their gradients are synced after it (mf_clip_grad_norm calls
+ * it first). Collective. */
+mf_status mfi_grad_buckets_flush(const mf_tensor_list *params);
+/* After mf_clip_grad_norm scaled params' gradients by coef: the ZeRO
+ * shards the flush made for them are scaled too. */
+void mfi_grad_buckets_scaled(const mf_tensor_list *params, double coef);
 
 /* ---- ZeRO-1 (zero.c) */
 /* The communicator over which parameter i's state is split, or NULL
  * when it is not (only B parameters on 1-D placements are). */
-mf_comm *mfi_zero_comm(const mf_optim *o, int i);
+mfi_comm *mfi_zero_comm(const mf_optim *o, int i);
 /* A zero state tensor for parameter i: the shard's shape under ZeRO,
  * else the local piece's. */
 mf_tensor *mfi_optim_state_new(mf_optim *o, int i);

@@ -1,6 +1,6 @@
 /*
  * lib/optim/schedule.c - learning rate as a function of the step:
- * piecewise constant (the seeds' PiecewiseConstantScheduler), step decay
+ * piecewise constant (OneFlow's PiecewiseConstantScheduler), step decay
  * (StepLR) and cosine with linear warmup.
  */
 #include <math.h>

@@ -3,8 +3,8 @@
  * parameters is split S(0) over the data-parallel ranks.
  *
  * A parameter replicated (B) on a 1-D placement of n ranks is cut along
- * its first axis into n balanced row blocks (DESIGN 3's S(0) split);
- * rank k keeps the state of block k only. The gradient buckets
+ * its first axis into n balanced row blocks (the S(0) split of
+ * doc/design.md section 3); rank k keeps the state of block k only. The gradient buckets
  * (grad_sync.c) reduce-scatter instead of allreduce, so each rank gets
  * the summed gradient of its rows; this file updates those rows and
  * then allgathers the parameters, bucket by bucket, so every rank holds
@@ -17,7 +17,7 @@
 #include "lib/global/global_internal.h"
 #include "lib/optim/optim_internal.h"
 
-mf_comm *mfi_zero_comm(const mf_optim *o, int i)
+mfi_comm *mfi_zero_comm(const mf_optim *o, int i)
 {
     const mf_tensor *t = o->params[i].p;
     const mfi_global *g = t->global;
@@ -42,7 +42,7 @@ mf_status mf_optim_set_zero(mf_optim *o, int stage)
     o->zero = stage;
     for (int i = 0; i < o->n; i++) {
         mfi_opt_param *p = &o->params[i];
-        mf_comm *c = mfi_zero_comm(o, i);
+        mfi_comm *c = mfi_zero_comm(o, i);
         p->zero = c != NULL;
         p->zgrad = NULL;
         if (!c) continue;

@@ -606,9 +606,8 @@ static mf_status backward_one(run *r, int m)
     double t0 = mf_time();
     /* data-parallel sums start in the last backward, on the accumulated
      * gradients (DDP's no_sync for the others) */
-    mfi_grad_buckets_hold(pp->V || m < r->n - 1);   /* deterministic mode sums the shards itself */
-    mf_status st = mf_backward_ex(b->out, g, false);
-    mfi_grad_buckets_hold(false);
+    bool sync = !pp->V && m == r->n - 1;   /* deterministic mode sums the shards itself */
+    mf_status st = mfi_backward(b->out, g, false, sync);
     if (st == MF_OK && pp->V) st = mfi_shards_stash(pp->shards, m);
     mf_tensor_destroy(g);
     mf_tensor *ga = st == MF_OK && s > 0 ? input_grad(pp, b) : NULL;

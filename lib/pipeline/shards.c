@@ -127,7 +127,7 @@ mf_status mfi_shards_sum(mfi_shards *s)
         sparam *p = &s->p[i];
         mf_tensor *l = local_of(p->t);
         if (!l) continue;
-        mf_comm *c = p->t->global->placement->comm;
+        mfi_comm *c = p->t->global->placement->comm;
         size_t bytes = (size_t)p->numel * mf_dtype_size(p->t->dtype);
         mf_tensor *g = mfi_tensor_new_on(MF_DEV_CPU, l->dtype, l->ndim, l->shape);
         if (!g) return mf_last_status();

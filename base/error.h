@@ -1,10 +1,11 @@
 /*
- * lib/error.h - recording errors for mf_last_error (not installed).
+ * base/error.h - recording errors for mf_last_error (not installed).
  *
- * The one part of the core that backends and collectives use too.
+ * The base layer sits under everything else (doc/design.md, "Layers"):
+ * collectives, backends and the core all report failures through it.
  */
-#ifndef MPIFLOW_LIB_ERROR_H
-#define MPIFLOW_LIB_ERROR_H
+#ifndef MPIFLOW_BASE_ERROR_H
+#define MPIFLOW_BASE_ERROR_H
 
 #include "mpiflow/status.h"
 

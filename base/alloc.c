@@ -1,10 +1,10 @@
 /*
- * lib/alloc.c - the caching allocator behind every tensor storage, one
+ * base/alloc.c - the caching allocator behind every tensor storage, one
  * arena per device.
  *
  * glibc serves large mallocs with fresh mmaps, so an eager framework
  * that allocates each activation every step would fault its pages in
- * again and again (DESIGN.md section 2); on a GPU, cudaMalloc and
+ * again and again (doc/design.md section 2); on a GPU, cudaMalloc and
  * cudaFree synchronise the device. Freed blocks are kept in size classes
  * (four per power of two, so at most 25 % slack) and handed out again.
  * The free lists live on the host (a device block cannot hold a link),
@@ -18,7 +18,10 @@
  * backends/cuda), so they never hold a freed block either.
  */
 #include <pthread.h>
-#include "lib/internal.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/alloc.h"
 
 #define ALIGN 64
 #define MIN_CLASS_BYTES 256

@@ -1,8 +1,10 @@
 /*
- * lib/status.c - the per-thread last-error message behind mf_last_error.
+ * base/status.c - the per-thread last-error message behind mf_last_error.
  */
+#include <stdarg.h>
 #include <stdio.h>
-#include "lib/internal.h"
+#include <string.h>
+#include "base/error.h"
 
 #define MSG_MAX 2048
 

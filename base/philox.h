@@ -1,5 +1,5 @@
 /*
- * lib/rng.h - the counter-based random numbers of DESIGN.md section 5.
+ * base/philox.h - the counter-based random numbers of doc/design.md section 5.
  *
  * Philox4x32-10 (Random123). A value is a pure function of
  * (seed, key, index): the 64-bit seed is the Philox key, the counter is
@@ -8,8 +8,8 @@
  * Header-only so that every backend can use the same mapping: nvcc
  * compiles these functions for the GPU too (MFI_HD).
  */
-#ifndef MPIFLOW_LIB_RNG_H
-#define MPIFLOW_LIB_RNG_H
+#ifndef MPIFLOW_BASE_PHILOX_H
+#define MPIFLOW_BASE_PHILOX_H
 
 #include <math.h>
 #include <stdint.h>

@@ -1,9 +1,9 @@
 /*
- * lib/alloc.h - the caching allocator, one arena per device, for
+ * base/alloc.h - the caching allocator, one arena per device, for
  * backends' workspaces too.
  */
-#ifndef MPIFLOW_LIB_ALLOC_H
-#define MPIFLOW_LIB_ALLOC_H
+#ifndef MPIFLOW_BASE_ALLOC_H
+#define MPIFLOW_BASE_ALLOC_H
 
 #include <stddef.h>
 #include "mpiflow/runtime.h"
