@@ -18,6 +18,32 @@ enum { PLAIN, ACCUMULATE, CLIP, NO_ZERO_GRAD, SPLIT_OUTPUT, MODES };
 static const char *const mode_names[MODES] = {"plain", "accumulate", "clip", "no zero_grad", "split output"};
 #define NPARAM (20 * 32 + 32 + 32 * 8 + 8)
 
+/* 12 samples of 20 features and their classes 0..7, split S(0) on w */
+typedef struct batch {
+    mf_tensor *x, *y, *u, *u8, *gx, *gy;
+} batch;
+
+static batch make_batch(mf_placement *w)
+{
+    batch d;
+    mf_manual_seed(8);
+    d.x = mf_randn(MF_F32, 2, (const int64_t[]){12, 20});
+    d.u = mf_rand(MF_F32, 1, (const int64_t[]){12});
+    d.u8 = mf_scale(d.u, 7.99);
+    d.y = mf_cast(d.u8, MF_I64);
+    d.gx = mf_global_from_full(d.x, w, "S(0)");
+    d.gy = mf_global_from_full(d.y, w, "S(0)");
+    ck_assert_nonnull(d.gx);
+    ck_assert_nonnull(d.gy);
+    return d;
+}
+
+static void free_batch(batch *d)
+{
+    mf_tensor *all[] = {d->x, d->y, d->u, d->u8, d->gx, d->gy};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mf_tensor_destroy(all[i]);
+}
+
 /* three steps of SGD with momentum (adam: Adam); every parameter,
  * gathered, into out */
 static void train(double bucket_mb, int mode, int zero, bool adam, float *out)
@@ -43,10 +69,8 @@ static void train(double bucket_mb, int mode, int zero, bool adam, float *out)
     ck_assert_nonnull(opt);
     ck_assert_ok(mf_optim_set_bucket_mb(opt, bucket_mb));
     ck_assert_ok(mf_optim_set_zero(opt, zero));
-    mf_manual_seed(8);
-    mf_tensor *x = mf_randn(MF_F32, 2, (const int64_t[]){12, 20});
-    mf_tensor *u = mf_rand(MF_F32, 1, (const int64_t[]){12}), *u8 = mf_scale(u, 7.99), *y = mf_cast(u8, MF_I64);
-    mf_tensor *gx = mf_global_from_full(x, w, "S(0)"), *gy = mf_global_from_full(y, w, "S(0)");
+    batch d = make_batch(w);
+    mf_tensor *gx = d.gx, *gy = d.gy;
     for (int step = 0; step < 3; step++) {
         if (!(mode == NO_ZERO_GRAD && step == 0)) ck_assert_ok(mf_optim_zero_grad(opt));
         for (int pass = 0; pass < (mode == ACCUMULATE ? 2 : 1); pass++) {
@@ -66,12 +90,7 @@ static void train(double bucket_mb, int mode, int zero, bool adam, float *out)
         at += n;
     }
     ck_assert_int_eq(at, NPARAM);
-    mf_tensor_destroy(x);
-    mf_tensor_destroy(y);
-    mf_tensor_destroy(u);
-    mf_tensor_destroy(u8);
-    mf_tensor_destroy(gx);
-    mf_tensor_destroy(gy);
+    free_batch(&d);
     mf_optim_destroy(opt);
     mf_tensor_list_destroy(ps);
     mf_module_destroy(m);
@@ -148,10 +167,8 @@ static void two_train(int alone, int zero, bool clip, float *out0, float *out1, 
         ck_assert_ok(mf_optim_set_bucket_mb(opt[k], 25));
         ck_assert_ok(mf_optim_set_zero(opt[k], zero));
     }
-    mf_manual_seed(8);
-    mf_tensor *x = mf_randn(MF_F32, 2, (const int64_t[]){12, 20});
-    mf_tensor *u = mf_rand(MF_F32, 1, (const int64_t[]){12}), *u8 = mf_scale(u, 7.99), *y = mf_cast(u8, MF_I64);
-    mf_tensor *gx = mf_global_from_full(x, w, "S(0)"), *gy = mf_global_from_full(y, w, "S(0)");
+    batch d = make_batch(w);
+    mf_tensor *gx = d.gx, *gy = d.gy;
     if (trace) ck_assert_ok(mf_trace_enable(true));
     for (int step = 0; step < 3; step++) {
         mf_tensor *loss[2] = {NULL, NULL};
@@ -188,12 +205,7 @@ static void two_train(int alone, int zero, bool clip, float *out0, float *out1, 
         mf_tensor_list_destroy(ps[k]);
         mf_module_destroy(m[k]);
     }
-    mf_tensor_destroy(x);
-    mf_tensor_destroy(y);
-    mf_tensor_destroy(u);
-    mf_tensor_destroy(u8);
-    mf_tensor_destroy(gx);
-    mf_tensor_destroy(gy);
+    free_batch(&d);
     mf_placement_destroy(w);
 }
 
