@@ -9,6 +9,7 @@
  * number and runs them newest first (the tape), freeing each node's
  * saved tensors once it has run.
  */
+#include "base/ptrmap.h"
 #include "lib/internal.h"
 
 typedef struct mfi_edge {
@@ -186,57 +187,9 @@ static int by_seq_desc(const void *a, const void *b)
 }
 
 /* One backward's leaves and the gradient contributions each still
- * awaits: an open-addressing table keyed by the leaf's address. The
- * counts belong to the backward, not to the tensors. */
-typedef struct leaf_table {
-    mf_tensor **key;
-    int *pending;
-    size_t cap, n;   /* cap: a power of two, or 0 */
-} leaf_table;
-
-/* The pending count of leaf (added at 0 when add), NULL when absent or
- * out of memory (add: an error is set). */
-static int *leaf_pending(leaf_table *t, mf_tensor *leaf, bool add)
-{
-    if (add && 2 * (t->n + 1) > t->cap) {   /* grow: at most half full */
-        size_t cap = t->cap ? 2 * t->cap : 64;
-        mf_tensor **key = calloc(cap, sizeof *key);
-        int *pending = calloc(cap, sizeof *pending);
-        if (!key || !pending) {
-            free(key);
-            free(pending);
-            mfi_error(MF_ERR_NOMEM, "mf_backward: out of memory");
-            return NULL;
-        }
-        for (size_t i = 0; i < t->cap; i++) {
-            if (!t->key[i]) continue;
-            size_t h = mfi_hash_ptr(t->key[i], cap);
-            while (key[h]) h = (h + 1) & (cap - 1);
-            key[h] = t->key[i];
-            pending[h] = t->pending[i];
-        }
-        free(t->key);
-        free(t->pending);
-        t->key = key;
-        t->pending = pending;
-        t->cap = cap;
-    }
-    if (!t->cap) return NULL;
-    size_t h = mfi_hash_ptr(leaf, t->cap);
-    while (t->key[h] && t->key[h] != leaf) h = (h + 1) & (t->cap - 1);
-    if (!t->key[h]) {
-        if (!add) return NULL;
-        t->key[h] = leaf;
-        t->n++;
-    }
-    return &t->pending[h];
-}
-
-static void leaf_table_free(leaf_table *t)
-{
-    free(t->key);
-    free(t->pending);
-}
+ * awaits, keyed by the leaf's address: the counts belong to the
+ * backward, not to the tensors. */
+typedef mfi_ptr_map leaf_table;
 
 /* All nodes reachable from root, unsorted; counts leaf contributions. */
 static mf_status collect(mfi_node *root, mfi_node ***out, size_t *count, leaf_table *leaves)
@@ -251,7 +204,7 @@ static mf_status collect(mfi_node *root, mfi_node ***out, size_t *count, leaf_ta
         mfi_node *nd = list[head++];
         for (int i = 0; i < nd->call.n_in; i++) {
             if (nd->edges[i].leaf) {
-                int *c = leaf_pending(leaves, nd->edges[i].leaf, true);
+                int *c = mfi_ptr_map_at(leaves, nd->edges[i].leaf, true);
                 if (!c) {
                     free(list);
                     return mf_last_status();
@@ -314,7 +267,7 @@ static mf_status run_node(mfi_node *nd, bool retain, bool sync, leaf_table *leav
                 st = mfi_error(MF_ERR_INTERNAL, "mf_backward: %s gave a gradient of the wrong shape or "
                                "dtype for input %d", c->op->name, i);
         }
-        int *pending = nd->edges[i].leaf ? leaf_pending(leaves, nd->edges[i].leaf, false) : NULL;
+        int *pending = nd->edges[i].leaf ? mfi_ptr_map_at(leaves, nd->edges[i].leaf, false) : NULL;
         if (st == MF_OK && nd->edges[i].leaf && !pending)
             st = mfi_error(MF_ERR_INTERNAL, "mf_backward: a leaf of %s was not counted", c->op->name);
         if (st != MF_OK) {
@@ -382,7 +335,7 @@ mf_status mfi_backward(mf_tensor *out, mf_tensor *grad, bool retain_graph, bool 
     leaf_table leaves = {0};
     st = collect(out->grad_fn, &nodes, &n, &leaves);
     if (st != MF_OK) {
-        leaf_table_free(&leaves);
+        mfi_ptr_map_free(&leaves);
         mf_tensor_destroy(gy);
         mf_set_grad_enabled(prev);
         return st;
@@ -410,7 +363,7 @@ mf_status mfi_backward(mf_tensor *out, mf_tensor *grad, bool retain_graph, bool 
             nodes[i]->grad = NULL;
         }
     }
-    leaf_table_free(&leaves);
+    mfi_ptr_map_free(&leaves);
     mf_tensor_destroy(gy);
     free(nodes);
     mf_set_grad_enabled(prev);

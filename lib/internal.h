@@ -87,17 +87,6 @@ mfi_view mfi_view_of(const mf_tensor *t);
  * that see a tensor as [rows, cols] etc.). */
 mfi_view mfi_view_as(const mf_tensor *t, int ndim, const int64_t *shape);
 static inline void mfi_bump_version(mf_tensor *t) { if (t->storage) t->storage->version++; }
-
-/* A slot of an open-addressing table of cap (a power of two) entries
- * for the address p. */
-static inline size_t mfi_hash_ptr(const void *p, size_t cap)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 29;
-    return (size_t)x & (cap - 1);
-}
 /* Normalises a possibly negative axis; fails naming op. */
 mf_status mfi_norm_axis(const char *op, int *axis, int ndim);
 const mfi_backend *mfi_backend_of(const mf_tensor *t);

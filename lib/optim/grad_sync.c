@@ -25,6 +25,7 @@
  * discards what is in flight and sums the final gradients, blocking.
  */
 #include <stdio.h>
+#include "base/ptrmap.h"
 #include "lib/global/global_internal.h"
 #include "lib/optim/optim_internal.h"
 
@@ -57,11 +58,9 @@ struct mfi_grad_buckets {
     bool *ready;         /* per parameter, this round */
     int next;            /* the next bucket to start */
     bool dirty, active;  /* active: a gradient arrived this round */
-    /* the parameter of a local leaf: open addressing on the leaf's
-     * address (a parameter's local piece is fixed for its lifetime) */
-    mf_tensor **leaf_key;
-    int *leaf_param;
-    size_t leaf_cap;     /* a power of two */
+    /* the parameter of a local leaf, by its address (a parameter's
+     * local piece is fixed for its lifetime) */
+    mfi_ptr_map leaf_param;
     mfi_grad_buckets *next_live;
 };
 
@@ -71,30 +70,20 @@ struct mfi_grad_buckets {
 static mfi_grad_buckets *live;
 
 /* The index of the parameter whose local piece is leaf, or -1. */
-static int param_of(const mfi_grad_buckets *gb, const mf_tensor *leaf)
+static int param_of(mfi_grad_buckets *gb, const mf_tensor *leaf)
 {
-    if (!leaf || !gb->leaf_cap) return -1;
-    for (size_t h = mfi_hash_ptr(leaf, gb->leaf_cap); gb->leaf_key[h]; h = (h + 1) & (gb->leaf_cap - 1))
-        if (gb->leaf_key[h] == leaf) return gb->leaf_param[h];
-    return -1;
+    int *i = leaf ? mfi_ptr_map_at(&gb->leaf_param, leaf, false) : NULL;
+    return i ? *i : -1;
 }
 
 static mf_status map_leaves(mfi_grad_buckets *gb)
 {
     const mf_optim *o = gb->o;
-    size_t cap = 16;
-    while (cap < 2 * (size_t)o->n + 2) cap *= 2;
-    gb->leaf_key = calloc(cap, sizeof *gb->leaf_key);
-    gb->leaf_param = calloc(cap, sizeof *gb->leaf_param);
-    if (!gb->leaf_key || !gb->leaf_param) MF_FAIL(MF_ERR_NOMEM, "gradient buckets: out of memory");
-    gb->leaf_cap = cap;
-    for (int i = 0; i < o->n; i++) {
+    for (int i = o->n - 1; i >= 0; i--) {   /* downwards: a piece listed twice maps to its first */
         const mf_tensor *l = o->params[i].p->global ? o->params[i].p->global->local : NULL;
-        if (!l || param_of(gb, l) >= 0) continue;
-        size_t h = mfi_hash_ptr(l, cap);
-        while (gb->leaf_key[h]) h = (h + 1) & (cap - 1);
-        gb->leaf_key[h] = (mf_tensor *)l;
-        gb->leaf_param[h] = i;
+        int *v = l ? mfi_ptr_map_at(&gb->leaf_param, l, true) : NULL;
+        if (l && !v) MF_FAIL(MF_ERR_NOMEM, "gradient buckets: out of memory");
+        if (v) *v = i;
     }
     return MF_OK;
 }
@@ -159,8 +148,7 @@ void mfi_grad_buckets_free(mfi_grad_buckets *gb)
     free(gb->bucket_of);
     free(gb->slot_of);
     free(gb->ready);
-    free(gb->leaf_key);
-    free(gb->leaf_param);
+    mfi_ptr_map_free(&gb->leaf_param);
     free(gb);
 }
 
@@ -560,7 +548,7 @@ mf_status mf_optim_set_bucket_mb(mf_optim *o, double mb)
 static void scale_shards(mfi_grad_buckets *gb, double coef);
 
 /* whether gb holds one of params */
-static bool holds_any(const mfi_grad_buckets *gb, const mf_tensor_list *params)
+static bool holds_any(mfi_grad_buckets *gb, const mf_tensor_list *params)
 {
     for (int i = 0; i < params->n; i++)
         if (param_of(gb, mfi_local(params->items[i].tensor)) >= 0) return true;
