@@ -56,6 +56,28 @@ int *mfi_ptr_map_at(mfi_ptr_map *m, const void *key, bool add)
     return &m->val[h];
 }
 
+bool mfi_ptr_map_remove(mfi_ptr_map *m, const void *key)
+{
+    if (!m->n) return false;
+    size_t mask = m->cap - 1, h = slot_of(key, m->cap);
+    while (m->key[h] && m->key[h] != key) h = (h + 1) & mask;
+    if (!m->key[h]) return false;
+    /* backward shift: move up each later key of the run whose home slot
+     * is not between the hole and it, so no probe meets a gap early */
+    for (size_t j = (h + 1) & mask; m->key[j]; j = (j + 1) & mask) {
+        size_t home = slot_of(m->key[j], m->cap);
+        bool stays = h <= j ? (h < home && home <= j) : (h < home || home <= j);
+        if (stays) continue;
+        m->key[h] = m->key[j];
+        m->val[h] = m->val[j];
+        h = j;
+    }
+    m->key[h] = NULL;
+    m->val[h] = 0;
+    m->n--;
+    return true;
+}
+
 void mfi_ptr_map_free(mfi_ptr_map *m)
 {
     free(m->key);

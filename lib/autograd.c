@@ -237,7 +237,7 @@ static mf_status leaf_done(mf_tensor *leaf, mf_tensor *g, int *pending, bool syn
 {
     mf_status st = MF_OK;
     if (g) st = accumulate(&leaf->grad, g, true);
-    leaf->grad_synced = false;
+    mfi_global_grad_changed(leaf);
     if (--*pending == 0 && st == MF_OK && leaf->grad) {
         if (sync && sync_hook) sync_hook(leaf, sync_user);
         if (ready_hook) ready_hook(leaf, ready_user);

@@ -43,7 +43,6 @@ struct mf_tensor {
     struct mfi_node *grad_fn;      /* producer; NULL for leaves */
     char *name;
     struct mfi_global *global;     /* placement and SBP: the global-tensor layer */
-    bool grad_synced;              /* grad already has the global parameter's own SBP */
 };
 
 /* ------------------------------------------- hooks into lib/global/ */
@@ -54,6 +53,10 @@ double mfi_global_item(const mf_tensor *t);
 mf_status mfi_global_copy_out(const mf_tensor *t, mf_dtype dt, void *dst, int64_t count);
 void mfi_global_print(const mf_tensor *t, FILE *f, int max_elems);
 mf_tensor *mfi_global_grad(mf_tensor *t);
+/* local's gradient changed (a backward contribution, mf_tensor_set_grad)
+ * or local is freed: its gradient no longer has its global tensor's own
+ * SBP (lib/global/grad_state.c). */
+void mfi_global_grad_changed(const mf_tensor *local);
 mf_status mfi_global_set_grad(mf_tensor *t, mf_tensor *grad);
 mf_status mfi_global_backward(mf_tensor *out, mf_tensor *grad, bool retain, bool sync);
 mf_tensor *mfi_global_detach(mf_tensor *t);

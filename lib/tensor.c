@@ -140,6 +140,7 @@ mf_tensor *mf_tensor_retain(mf_tensor *t)
 void mf_tensor_destroy(mf_tensor *t)
 {
     if (!t || --t->refcount > 0) return;
+    mfi_global_grad_changed(t);
     mfi_global_free(t->global);
     storage_release(t->storage);
     mf_tensor_destroy(t->grad);
@@ -530,7 +531,7 @@ mf_tensor *mf_tensor_grad(const mf_tensor *t) { return t->global ? mfi_global_gr
 mf_status mf_tensor_set_grad(mf_tensor *t, mf_tensor *grad)
 {
     if (t->global) return mfi_global_set_grad(t, grad);
-    t->grad_synced = false;
+    mfi_global_grad_changed(t);
     if (grad && (grad->dtype != t->dtype || grad->ndim != t->ndim ||
                  memcmp(grad->shape, t->shape, (size_t)t->ndim * sizeof *t->shape))) {
         char a[128], b[128];

@@ -6,7 +6,7 @@ TEST_SUITES = \
 	tests/test_shape tests/test_softmax tests/test_conv \
 	tests/test_norm tests/test_loss tests/test_autograd tests/test_optim \
 	tests/test_nn tests/test_data tests/test_runtime tests/test_global tests/test_global_ops tests/test_coll \
-	tests/test_grad_sync tests/test_pipeline tests/test_pipe_exec tests/test_cuda tests/test_autocast
+	tests/test_grad_sync tests/test_pipeline tests/test_pipe_exec tests/test_cuda tests/test_autocast tests/test_base
 check_PROGRAMS += $(TEST_SUITES)
 check_LTLIBRARIES = tests/libmftest.la
 tests_libmftest_la_SOURCES = tests/test_util.c tests/test_util.h
@@ -27,6 +27,8 @@ AM_TESTS_ENVIRONMENT = MPIEXEC='$(MPIEXEC)'; export MPIEXEC; H5DUMP='$(H5DUMP)';
 	MF_BUILD_CFLAGS='$(CFLAGS)'; export MF_BUILD_CFLAGS; MF_BUILD_LDFLAGS='$(LDFLAGS)'; export MF_BUILD_LDFLAGS; \
 	top_srcdir='$(top_srcdir)'; export top_srcdir; top_builddir='$(top_builddir)'; export top_builddir;
 EXTRA_DIST += tests/mpirun.sh tests/timed.sh tests/lib.sh tests/slurm_lib.sh $(SHELL_TESTS)
+# the base layer alone, without the library above it
+tests_test_base_LDADD = base/libmf_base.la $(CHECK_LIBS)
 # run by tests/ckpt.sh on 1 to 4 ranks, in its own directory
 check_PROGRAMS += tests/test_ckpt
 tests_test_ckpt_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS)

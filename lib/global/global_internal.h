@@ -66,6 +66,11 @@ mf_tensor *mfi_global_wrap(mf_tensor *local, const mf_placement *p, const mf_nd_
                            bool req);
 static inline bool mfi_is_global(const mf_tensor *t) { return t && t->global; }
 static inline mf_tensor *mfi_local(const mf_tensor *t) { return t->global ? t->global->local : (mf_tensor *)t; }
+/* Whether global t's gradient has t's own SBP rather than its dual:
+ * recorded by the gradient sync and the pipeline's shard sum, dropped by
+ * the next backward contribution (grad_state.c). */
+bool mfi_global_grad_synced(const mf_tensor *t);
+mf_status mfi_global_set_grad_synced(const mf_tensor *t, bool on);
 /* "[64,784] S(0) on 0-3": for error messages. */
 char *mfi_global_desc(const mf_tensor *t, char *buf, size_t size);
 

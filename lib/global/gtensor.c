@@ -416,7 +416,7 @@ mf_tensor *mfi_global_grad(mf_tensor *t)
 {
     mfi_global *g = t->global;
     mf_tensor *lg = g->local ? g->local->grad : NULL;
-    mf_nd_sbp s = g->local && g->local->grad_synced ? g->sbp : mfi_nd_sbp_dual(&g->sbp);
+    mf_nd_sbp s = mfi_global_grad_synced(t) ? g->sbp : mfi_nd_sbp_dual(&g->sbp);
     bool fresh = t->grad && t->grad->global && t->grad->global->local == lg && mfi_nd_sbp_equal(&t->grad->global->sbp, &s);
     if (fresh) return t->grad;
     mf_tensor_destroy(t->grad);
@@ -445,8 +445,7 @@ mf_status mfi_global_set_grad(mf_tensor *t, mf_tensor *grad)
     }
     if (!g->local) return MF_OK;
     MF_TRY(mf_tensor_set_grad(g->local, grad->global->local));
-    g->local->grad_synced = own;
-    return MF_OK;
+    return mfi_global_set_grad_synced(t, own);
 }
 
 mf_status mfi_global_backward(mf_tensor *out, mf_tensor *grad, bool retain, bool sync)

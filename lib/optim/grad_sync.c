@@ -417,7 +417,7 @@ static mf_status unpack(mfi_grad_buckets *gb, int k)
         if (st == MF_OK) st = mf_tensor_set_grad(l, g);
         mf_tensor_destroy(g);
         MF_TRY(st);
-        l->grad_synced = true;
+        MF_TRY(mfi_global_set_grad_synced(p->p, true));
     }
     return MF_OK;
 }
@@ -484,7 +484,7 @@ mf_status mfi_grad_sync_one(mf_tensor *param)
     if (!mfi_is_global(param)) return MF_OK;
     mfi_global *g = param->global;
     mf_tensor *l = g->local;
-    if (!l || !l->grad || l->grad_synced) return MF_OK;
+    if (!l || !l->grad || mfi_global_grad_synced(param)) return MF_OK;
     mf_tensor *dual = mf_tensor_grad(param);   /* the wrapper, laid out as dual(sbp) */
     if (!dual) return mf_last_status();
     bool prev = mf_set_grad_enabled(false);
@@ -492,7 +492,7 @@ mf_status mfi_grad_sync_one(mf_tensor *param)
     mf_set_grad_enabled(prev);
     if (!synced) return mfi_error_context("gradient sync of '%s'", mf_tensor_name(param));
     mf_status st = mf_tensor_set_grad(l, synced->global->local);
-    l->grad_synced = st == MF_OK;
+    if (st == MF_OK) st = mfi_global_set_grad_synced(param, true);
     mf_tensor_destroy(synced);
     return st;
 }
@@ -510,7 +510,7 @@ mf_status mf_optim_sync_grads(mf_optim *o)
         bool fresh = false, synced = false;   /* the same on every rank: same program */
         for (int i = 0; i < o->n; i++) {
             const mf_tensor *l = gb->bucket_of[i] >= 0 ? o->params[i].p->global->local : NULL;
-            bool done = l && (l->grad_synced || o->params[i].zgrad);   /* ZeRO shards: summed already */
+            bool done = l && (mfi_global_grad_synced(o->params[i].p) || o->params[i].zgrad);   /* ZeRO shards: summed already */
             if (l && l->grad) fresh |= !done, synced |= done;
         }
         if (fresh && !synced) {   /* sum them bucketed; a mix goes one by one below */
@@ -527,7 +527,7 @@ mf_status mf_optim_sync_grads(mf_optim *o)
     for (int i = 0; i < o->n && st == MF_OK; i++) {
         mfi_opt_param *p = &o->params[i];
         mf_tensor *l = p->zero && !p->zgrad ? p->p->global->local : NULL;
-        if (l && l->grad && l->grad_synced && mf_tensor_is_contiguous(l->grad) &&
+        if (l && l->grad && mfi_global_grad_synced(p->p) && mf_tensor_is_contiguous(l->grad) &&
             mf_tensor_device(l->grad) == MF_DEV_CPU)
             p->zgrad = (char *)mf_tensor_data(l->grad) + (size_t)(p->row0 * p->inner) * mf_dtype_size(l->dtype);
     }

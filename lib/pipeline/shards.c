@@ -145,7 +145,7 @@ mf_status mfi_shards_sum(mfi_shards *s)
             g = d;
         }
         if (st == MF_OK) st = mf_tensor_set_grad(l, g);
-        if (st == MF_OK) l->grad_synced = true;   /* summed: the optimizer's sync leaves it */
+        if (st == MF_OK) st = mfi_global_set_grad_synced(p->t, true);   /* summed: the optimizer's sync leaves it */
         mf_tensor_destroy(g);
     }
     return st;
