@@ -11,7 +11,7 @@ lib_libmf_core_la_SOURCES = \
 	lib/nn/module.c lib/nn/linear.c lib/nn/conv2d.c lib/nn/pool.c lib/nn/activation.c \
 	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c lib/nn/to_global.c \
 	lib/optim/optimizer.c lib/optim/sgd.c lib/optim/rmsprop.c lib/optim/adam.c \
-	lib/optim/schedule.c lib/optim/clip.c lib/optim/grad_sync.c lib/optim/zero.c lib/optim/optim_state.c \
+	lib/optim/schedule.c lib/optim/clip.c lib/optim/grad_sync.c lib/optim/buckets.c lib/optim/bucket_sum.c lib/optim/zero.c lib/optim/optim_state.c \
 	lib/pipeline/partition.c \
 	lib/pipeline/schedule.c \
 	lib/pipeline/executor.c \
@@ -21,7 +21,7 @@ lib_libmf_core_la_SOURCES = \
 	lib/global/signature.c lib/global/apply.c lib/global/inplace.c lib/global/grad_state.c
 libmpiflow_la_LIBADD += lib/libmf_core.la
 noinst_HEADERS += lib/internal.h lib/nn/nn_internal.h \
-	lib/optim/optim_internal.h lib/optim/optim_state.h lib/global/global_internal.h lib/io/h5util.h lib/io/ckpt_check.h lib/io/ckpt_internal.h
+	lib/optim/optim_internal.h lib/optim/optim_state.h lib/optim/buckets.h lib/global/global_internal.h lib/io/h5util.h lib/io/ckpt_check.h lib/io/ckpt_internal.h
 mpiflowinc_HEADERS += include/mpiflow/status.h include/mpiflow/runtime.h include/mpiflow/tensor.h \
 	include/mpiflow/ops.h include/mpiflow/autograd.h include/mpiflow/nn.h include/mpiflow/optim.h \
 	include/mpiflow/data.h include/mpiflow/models.h \

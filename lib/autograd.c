@@ -31,7 +31,7 @@ static uint64_t node_seq;
 static uint64_t backward_mark;
 static mf_grad_ready_fn ready_hook;
 static void *ready_user;
-static mf_grad_ready_fn sync_hook;   /* the gradient buckets (lib/optim/grad_sync.c) */
+static mf_grad_ready_fn sync_hook;   /* the gradient buckets (lib/optim/buckets.c) */
 static void *sync_user;
 
 /* ------------------------------------------------------------ grad mode */

@@ -46,7 +46,7 @@ struct mf_optim {
     mf_status (*update)(mf_optim *o, mfi_opt_param *p, mfi_view *param, mfi_view *grad, mfi_view *state);
     double bucket_mb;    /* gradient bucket size; 0: no buckets */
     int zero;            /* ZeRO stage (0 or 1) */
-    struct mfi_grad_buckets *buckets;   /* built on first use (grad_sync.c) */
+    struct mfi_grad_buckets *buckets;   /* built on first use (buckets.c) */
 };
 
 typedef struct mfi_grad_buckets mfi_grad_buckets;
@@ -76,7 +76,7 @@ mf_nd_sbp mfi_optim_state_sbp(const mf_optim *o, int i);
  * parameters (collective over the buckets' communicators). */
 mf_status mfi_zero_step(mf_optim *o);
 /* Allgathers the ZeRO buckets' updated rows into every rank's
- * parameters (grad_sync.c). */
+ * parameters. */
 mf_status mfi_zero_gather(mf_optim *o);
 
 /* A new optimizer over params with the given state names (unused ones
