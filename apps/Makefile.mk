@@ -1,11 +1,14 @@
 # apps/: the programs users run.
 bin_PROGRAMS += mpiflow-train
-mpiflow_train_SOURCES = apps/train.c apps/train_opts.c apps/parallel.c apps/preempt.c
+mpiflow_train_SOURCES = apps/train.c apps/train_opts.c apps/train_gpt.c apps/parallel.c apps/preempt.c
 mpiflow_train_LDADD = libmpiflow.la
-noinst_HEADERS += apps/train_opts.h apps/parallel.h apps/preempt.h
+noinst_HEADERS += apps/train_opts.h apps/train_gpt.h apps/parallel.h apps/preempt.h
 bin_PROGRAMS += mpiflow-ckpt
 mpiflow_ckpt_SOURCES = apps/ckpt_tool.c
 mpiflow_ckpt_LDADD = libmpiflow.la -lm
+bin_PROGRAMS += mpiflow-generate
+mpiflow_generate_SOURCES = apps/generate.c
+mpiflow_generate_LDADD = libmpiflow.la
 bin_PROGRAMS += mpiflow-bench
 mpiflow_bench_SOURCES = apps/bench_tool.c
 mpiflow_bench_LDADD = libmpiflow.la

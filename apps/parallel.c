@@ -245,7 +245,11 @@ mf_status par_batch(const par *pp, int64_t rows, mf_tensor **x, mf_tensor **y)
         memcpy(xs, mf_tensor_shape(*x), (size_t)nd * sizeof *xs);
         xs[0] = rows;
         gx = mf_global_from_piece(*x, nd, xs, pp->p, pp->data_sbp);
-        gy = gx ? mf_global_from_piece(*y, 1, &rows, pp->p, pp->data_sbp) : NULL;
+        int ny = mf_tensor_ndim(*y);   /* labels [B], or a language model's targets [B, T] */
+        int64_t ys[MF_MAX_DIMS];
+        memcpy(ys, mf_tensor_shape(*y), (size_t)ny * sizeof *ys);
+        ys[0] = rows;
+        gy = gx ? mf_global_from_piece(*y, ny, ys, pp->p, pp->data_sbp) : NULL;
     } else {
         gx = mf_global_from_full(*x, pp->p, pp->data_sbp);
         gy = gx ? mf_global_from_full(*y, pp->p, pp->data_sbp) : NULL;

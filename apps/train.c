@@ -1,8 +1,9 @@
 /*
  * apps/train.c - mpiflow-train: trains mlp or lenet on Fashion-MNIST or
- * synthetic data, shows progress (loss, lr, samples/s, ETA), optionally
- * writes a metrics CSV, and ends with a line
- *   final test_accuracy=... test_loss=... ...
+ * synthetic data, or a GPT on text or tokens (apps/train_gpt.c), shows
+ * progress (loss, lr, samples/s or tokens/s, ETA), optionally writes a
+ * metrics CSV, and ends with a line
+ *   final test_accuracy=... test_loss=... ...   (gpt: final val_loss=...)
  */
 #include <errno.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 #include "apps/parallel.h"
 #include "apps/preempt.h"
+#include "apps/train_gpt.h"
 #include "apps/train_opts.h"
 #include "mpiflow.h"
 
@@ -21,7 +23,9 @@
 
 typedef struct run {
     train_opts o;
-    mf_dataset *train, *test;
+    mf_dataset *train, *test;    /* gpt: test is the validation split */
+    bool gpt;
+    mf_gpt_config gc;
     mf_loader *loader;
     mf_module *model;
     mf_tensor_list *params;
@@ -34,6 +38,7 @@ typedef struct run {
     par par;
     char err[512];           /* a setup message for every rank */
     int64_t start_step;      /* > 0 when resumed */
+    int64_t sample_tokens;   /* tokens per sample (1 for images: progress counts samples) */
 } run;
 
 /* Prints the failure on every rank that saw it and returns the exit code. */
@@ -52,6 +57,12 @@ static mf_status load_data(run *r)
 {
     const train_opts *o = &r->o;
     mf_status st = MF_OK;
+    if (r->gpt) {
+        st = mf_agree(gpt_load(o, &r->gc, &r->train, &r->test, r->err, sizeof r->err));
+        r->mean = 0;
+        r->std = 1;
+        return st;
+    }
     if (!strcmp(o->dataset, "synthetic")) {
         r->train = mf_dataset_synthetic(o->synthetic_train, 1, 28, 28, 10, o->seed, true);
         r->test = r->train ? mf_dataset_synthetic(o->synthetic_test, 1, 28, 28, 10, o->seed, false) : NULL;
@@ -91,7 +102,11 @@ static mf_status build(run *r)
     int64_t shape[3];
     mf_dataset_sample_shape(r->train, shape);
     mf_manual_seed(o->seed);
-    r->model = mf_model_create(o->model, shape[0], shape[1], shape[2], mf_dataset_classes(r->train));
+    r->model = r->gpt ? mf_model_gpt(&r->gc) : mf_model_create(o->model, shape[0], shape[1], shape[2], mf_dataset_classes(r->train));
+    if (!r->model && r->gpt) {
+        snprintf(r->err, sizeof r->err, "--model gpt: %s", mf_last_error());
+        return MF_ERR_ARG;
+    }
     if (!r->model) {   /* the data does not fit the model: bad input */
         snprintf(r->err, sizeof r->err, "--model %s cannot take the images of %s (%lldx%lldx%lld): %s", o->model,
                  mf_dataset_source(r->train), (long long)shape[0], (long long)shape[1], (long long)shape[2],
@@ -118,6 +133,8 @@ static mf_status build(run *r)
         mf_adam_opts s = !strcmp(o->optimizer, "adamw") ? mf_adamw_defaults() : mf_adam_defaults();
         s.lr = o->lr;
         s.weight_decay = o->weight_decay;
+        s.decay_matrices_only = r->gpt;   /* GPT-2's recipe: no decay on biases and LayerNorms */
+        if (r->gpt) s.beta2 = 0.95;
         r->optim = !strcmp(o->optimizer, "adamw") ? mf_adamw_create(r->params, &s) : mf_adam_create(r->params, &s);
     }
     if (!r->optim) return mf_last_status();
@@ -125,7 +142,7 @@ static mf_status build(run *r)
     if (bst == MF_OK) bst = mf_optim_set_zero(r->optim, o->zero);
     if (bst != MF_OK) return bst;
     bool prefetch = o->prefetch < 0 ? mf_threads() < mf_cores() : o->prefetch > 0;
-    mf_loader_opts lo = {o->batch_size, o->seed, true, true, r->mean, r->std, prefetch, r->par.shard_index,
+    mf_loader_opts lo = {o->batch_size, o->seed, o->shuffle, true, r->mean, r->std, prefetch, r->par.shard_index,
                          r->par.shard_count, r->par.loader_micro};
     r->loader = mf_loader_create(r->train, &lo);
     if (!r->loader) return mf_last_status();
@@ -133,7 +150,8 @@ static mf_status build(run *r)
     r->total_steps = o->steps ? o->steps : o->epochs * r->steps_per_epoch;
     r->total_epochs = (r->total_steps + r->steps_per_epoch - 1) / r->steps_per_epoch;
     if (!strcmp(o->schedule, "step")) r->sched = mf_lr_step_create(o->lr, o->step_size, o->gamma);
-    else if (!strcmp(o->schedule, "cosine")) r->sched = mf_lr_cosine_create(o->lr, o->warmup, r->total_steps, o->lr_min);
+    else if (!strcmp(o->schedule, "cosine"))
+        r->sched = mf_lr_cosine_create(o->lr, o->warmup < 0 ? r->total_steps / 20 : o->warmup, r->total_steps, o->lr_min);
     else if (!strcmp(o->schedule, "piecewise")) r->sched = mf_lr_piecewise_create(o->npieces, o->boundaries, o->values);
     if (strcmp(o->schedule, "constant") && !r->sched) return mf_last_status();
     if (o->metrics && mf_rank() == 0) {
@@ -142,7 +160,8 @@ static mf_status build(run *r)
             fprintf(stderr, "mpiflow-train: error: --metrics: cannot write %s\n", o->metrics);
             return MF_ERR_IO;
         }
-        fputs("step,epoch,loss,lr,samples_per_sec,elapsed_s\n", r->metrics);
+        fputs(r->gpt ? "step,epoch,loss,lr,tokens_per_sec,elapsed_s,val_loss\n" : "step,epoch,loss,lr,samples_per_sec,elapsed_s\n",
+              r->metrics);
     }
     return MF_OK;
 }
@@ -169,12 +188,14 @@ static void progress(run *r, int64_t step, int64_t epoch, double loss, double lr
         char bar[64];
         for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
         bar[width] = '\0';
-        printf("\r[%s] %lld/%lld ep %lld/%lld loss %.4f lr %.3g %.0f samples/s ETA %s ", bar, (long long)step,
-               (long long)r->total_steps, (long long)epoch + 1, (long long)r->total_epochs, loss, lr, sps, eta);
+        printf("\r[%s] %lld/%lld ep %lld/%lld loss %.4f lr %.3g %.0f %s/s ETA %s ", bar, (long long)step,
+               (long long)r->total_steps, (long long)epoch + 1, (long long)r->total_epochs, loss, lr, sps,
+               r->gpt ? "tokens" : "samples", eta);
         if (last) putchar('\n');
     } else {
-        printf("step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s  eta %s\n", (long long)step,
-               (long long)r->total_steps, (long long)epoch + 1, (long long)r->total_epochs, loss, lr, sps, eta);
+        printf("step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.3g  %.0f %s/s  eta %s\n", (long long)step,
+               (long long)r->total_steps, (long long)epoch + 1, (long long)r->total_epochs, loss, lr, sps,
+               r->gpt ? "tokens" : "samples", eta);
     }
     fflush(stdout);
 }
@@ -212,8 +233,9 @@ static mf_status pipe_eval(run *r, int64_t rows, mf_tensor *x, mf_tensor *y, dou
 /* Mean loss and accuracy on the test split, in eval mode. */
 static mf_status evaluate(run *r, double *loss, double *acc)
 {
-    mf_loader_opts lo = {r->o.eval_batch_size, 0, false, false, r->mean, r->std, false, r->par.shard_index,
-                         r->par.shard_count, r->par.micro_batches};
+    bool gpt = r->gpt;
+    mf_loader_opts lo = {gpt ? r->o.batch_size : r->o.eval_batch_size, 0, false, false, r->mean, r->std, false,
+                         r->par.shard_index, r->par.shard_count, r->par.micro_batches};
     mf_loader *l = mf_loader_create(r->test, &lo);
     if (!l) return mf_last_status();
     uint64_t draws = mf_rng_draws();   /* evaluation leaves training's random stream as it was */
@@ -221,6 +243,7 @@ static mf_status evaluate(run *r, double *loss, double *acc)
     mf_no_grad_begin();
     double sum = 0, correct = 0;
     int64_t n = 0, batches = mf_loader_batches_per_epoch(l);
+    if (gpt && batches > r->o.val_batches) batches = r->o.val_batches;
     mf_status st = MF_OK;
     for (int64_t b = 0; b < batches && st == MF_OK; b++) {
         mf_tensor *x, *y, *out = NULL, *ls = NULL, *pred = NULL, *eq = NULL, *c = NULL;
@@ -237,6 +260,15 @@ static mf_status evaluate(run *r, double *loss, double *acc)
         }
         if (st == MF_OK) st = par_batch(&r->par, mf_loader_batch_rows(l), &x, &y);
         if (st != MF_OK) break;
+        if (gpt) {   /* the mean over the batch's tokens, weighted by its rows */
+            ls = mf_gpt_loss(r->model, x, y);
+            if (!ls) st = mf_last_status();
+            else sum += mf_tensor_item(ls) * (double)mf_loader_batch_rows(l), n += mf_loader_batch_rows(l);
+            mf_tensor_destroy(x);
+            mf_tensor_destroy(y);
+            mf_tensor_destroy(ls);
+            continue;
+        }
         out = mf_module_forward(r->model, x);
         ls = out ? mf_cross_entropy(out, y, MF_REDUCTION_SUM) : NULL;
         pred = out ? mf_argmax(out, 1, false) : NULL;
@@ -256,7 +288,7 @@ static mf_status evaluate(run *r, double *loss, double *acc)
     mf_rng_set_draws(draws);
     mf_loader_destroy(l);
     *loss = n ? sum / (double)n : NAN;
-    *acc = n ? correct / (double)n : NAN;
+    *acc = n && !gpt ? correct / (double)n : NAN;
     return st;
 }
 
@@ -289,8 +321,10 @@ static mf_status train_step(run *r, double *loss_out)
     if (st != MF_OK) return st;
     double t0 = mf_time();
     st = mf_optim_zero_grad(r->optim);
-    mf_tensor *out = st == MF_OK ? mf_module_forward(r->model, x) : NULL;
-    mf_tensor *loss = out ? mf_cross_entropy(out, y, MF_REDUCTION_MEAN) : NULL;
+    mf_tensor *out = st == MF_OK && !r->gpt ? mf_module_forward(r->model, x) : NULL;
+    mf_tensor *loss = r->gpt && st == MF_OK ? mf_gpt_loss(r->model, x, y)
+                      : out                 ? mf_cross_entropy(out, y, MF_REDUCTION_MEAN)
+                                            : NULL;
     if (!loss && st == MF_OK) st = mf_last_status();
     double t1 = mf_time();
     if (st == MF_OK) st = mf_backward(loss);
@@ -362,11 +396,11 @@ static void meter_step(run *r, meter *m, int64_t done, int64_t epoch, double lr,
     double now = mf_time();
     bool log_now = done % o->log_every == 0 || last;
     if (!log_now && !(r->bar && (now - m->t_log > 0.1 || last))) return;
-    double sps = (double)(done - m->step_log) * (double)o->batch_size / fmax(now - m->t_log, 1e-9);
+    double sps = (double)(done - m->step_log) * (double)o->batch_size * (double)r->sample_tokens / fmax(now - m->t_log, 1e-9);
     double avg = m->window / (double)m->in_window;
     if (log_now && r->metrics) {
-        fprintf(r->metrics, "%lld,%lld,%.9g,%.9g,%.1f,%.3f\n", (long long)done, (long long)epoch + 1, avg, lr, sps,
-                now - m->t0);
+        fprintf(r->metrics, "%lld,%lld,%.9g,%.9g,%.1f,%.3f%s\n", (long long)done, (long long)epoch + 1, avg, lr, sps,
+                now - m->t0, r->gpt ? "," : "");
         fflush(r->metrics);
     }
     progress(r, done, epoch, avg, lr, sps, now - m->t0, last);
@@ -390,12 +424,38 @@ static int epoch_report(run *r, int64_t epoch)
     return 0;
 }
 
+/* --val-every: the validation loss, printed and added to the metrics */
+static int val_report(run *r, int64_t done)
+{
+    double vl, unused;
+    if (evaluate(r, &vl, &unused) != MF_OK) return report("validation", 1);
+    if (mf_rank() == 0) {
+        printf("%sstep %lld val_loss=%.4f\n", r->bar ? "\n" : "", (long long)done, vl);
+        fflush(stdout);
+        if (r->metrics) {
+            fprintf(r->metrics, "%lld,,,,,,%.9g\n", (long long)done, vl);
+            fflush(r->metrics);
+        }
+    }
+    return 0;
+}
+
 static int final_report(run *r, const meter *m)
 {
     double elapsed = mf_time() - m->t0;
     if (r->o.profile && mf_rank() == 0) print_profile(elapsed);
     double test_loss = NAN, test_acc = NAN;
     if (r->o.eval && evaluate(r, &test_loss, &test_acc) != MF_OK) return report("evaluation", 1);
+    if (r->gpt && mf_rank() == 0) {
+        if (r->metrics && r->o.eval) fprintf(r->metrics, "%lld,,,,,,%.9g\n", (long long)r->total_steps, test_loss);
+        printf("final val_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f time_s=%.1f "
+               "tokens_per_sec=%.0f\n",
+               test_loss, m->sum / (double)(r->total_steps - r->start_step), m->last_loss, (long long)r->total_steps,
+               (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
+               (double)(r->total_steps - r->start_step) * (double)r->o.batch_size * (double)r->sample_tokens / elapsed);
+        fflush(stdout);
+        return 0;
+    }
     if (mf_rank() == 0) {
         printf("final test_accuracy=%.4f test_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f "
                "time_s=%.1f samples_per_sec=%.0f\n",
@@ -512,7 +572,10 @@ static int train(run *r)
         if (saved && save(r, step + 1)) return 1;
         int sig = step + 1 < r->total_steps ? preempt_agreed() : 0;
         if (sig) return stop_early(r, step + 1, sig, saved);
-        if (epoch_end && step + 1 < r->total_steps && o->eval && r->total_epochs > 1 && epoch_report(r, epoch))
+        if (!r->gpt && epoch_end && step + 1 < r->total_steps && o->eval && r->total_epochs > 1 && epoch_report(r, epoch))
+            return 1;
+        if (r->gpt && o->val_every && (step + 1) % o->val_every == 0 && step + 1 < r->total_steps && o->eval &&
+            val_report(r, step + 1))
             return 1;
     }
     if (o->checkpoint && !(o->save_every && r->total_steps % o->save_every == 0) && save(r, r->total_steps)) return 1;
@@ -576,7 +639,10 @@ int main(int argc, char **argv)
         }
     }
     r.bar = r.o.progress == 1 || (r.o.progress == -1 && isatty(STDOUT_FILENO));
+    r.gpt = !strcmp(r.o.model, "gpt");
+    r.sample_tokens = 1;
     mf_status st = load_data(&r);
+    if (r.gpt) r.sample_tokens = r.gc.seq_len;
     if (st != MF_OK && r.err[0]) {
         fprintf(stderr, "mpiflow-train: error: %s\n", r.err);
         code = EXIT_BAD_INPUT;

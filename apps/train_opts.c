@@ -20,10 +20,23 @@ void train_opts_usage(FILE *f)
         "accuracy. Every rank runs this same program.\n"
         "\n"
         "model and data:\n"
-        "  --model mlp|lenet          network (default mlp)\n"
-        "  --dataset fashion-mnist|synthetic   (default fashion-mnist)\n"
+        "  --model mlp|lenet|gpt      network (default mlp)\n"
+        "  --dataset fashion-mnist|synthetic|text:PATH|tokens:GLOB\n"
+        "                             (default fashion-mnist; for gpt text:/usr/share/games/fortunes)\n"
+        "      text:PATH              any text file, or a directory's files, read as bytes\n"
+        "                             (vocabulary 256); the last tenth is the validation split\n"
+        "      tokens:GLOB            llm.c token shards or nanoGPT uint16 .bin files; files with\n"
+        "                             'val' in the name are the validation split\n"
         "  --data-dir DIR             IDX files (default /usr/share/datasets/fashion-mnist)\n"
         "  --synthetic-size N[,M]     synthetic train (and test) samples (default 10000,2000)\n"
+        "GPT (doc/gpt.md; defaults: adamw, weight decay 0.1 on matrices, cosine schedule\n"
+        "with 5% warmup to lr/10, --clip-grad 1, batch 16):\n"
+        "  --preset char|10m|gpt2|gpt2-medium|gpt2-large|gpt2-xl   sizes (default char)\n"
+        "  --n-layer L --n-head H --n-embd C --seq-len T --vocab-size V --dropout P\n"
+        "                             override the preset (vocabulary: 256 for text, else 50257)\n"
+        "  --val-every K              validation loss every K steps (default: at the end)\n"
+        "  --val-batches N            batches of the validation split per evaluation (default 20)\n"
+        "  --no-shuffle               read windows in order (as llm.c's and nanoGPT's evaluation)\n"
         "length:\n"
         "  --epochs N                 passes over the training set (default 1)\n"
         "  --steps N                  optimizer steps instead of epochs\n"
@@ -183,7 +196,8 @@ enum {
     OPT_VALUES, OPT_SEED, OPT_THREADS, OPT_LOG_EVERY, OPT_PROGRESS, OPT_METRICS, OPT_EVAL_BATCH, OPT_NO_EVAL,
     OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_FLETCHER,
     OPT_BUCKET, OPT_ZERO, OPT_TRACE, OPT_PP_STAGES, OPT_PP_CUTS, OPT_MICRO, OPT_PP_SCHED, OPT_DEVICE, OPT_PRECISION,
-    OPT_DETERMINISTIC, OPT_HELP, OPT_VERSION
+    OPT_DETERMINISTIC, OPT_PRESET, OPT_N_LAYER, OPT_N_HEAD, OPT_N_EMBD, OPT_SEQ_LEN, OPT_VOCAB, OPT_DROPOUT,
+    OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_NO_SHUFFLE, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -233,6 +247,16 @@ static const struct option longopts[] = {
     {"device", required_argument, 0, OPT_DEVICE},
     {"precision", required_argument, 0, OPT_PRECISION},
     {"deterministic", optional_argument, 0, OPT_DETERMINISTIC},
+    {"preset", required_argument, 0, OPT_PRESET},
+    {"n-layer", required_argument, 0, OPT_N_LAYER},
+    {"n-head", required_argument, 0, OPT_N_HEAD},
+    {"n-embd", required_argument, 0, OPT_N_EMBD},
+    {"seq-len", required_argument, 0, OPT_SEQ_LEN},
+    {"vocab-size", required_argument, 0, OPT_VOCAB},
+    {"dropout", required_argument, 0, OPT_DROPOUT},
+    {"val-every", required_argument, 0, OPT_VAL_EVERY},
+    {"val-batches", required_argument, 0, OPT_VAL_BATCHES},
+    {"no-shuffle", no_argument, 0, OPT_NO_SHUFFLE},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -240,7 +264,7 @@ static const struct option longopts[] = {
 
 int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len)
 {
-    static const char *const models[] = {"mlp", "lenet", NULL};
+    static const char *const models[] = {"mlp", "lenet", "gpt", NULL};
     static const char *const datasets[] = {"fashion-mnist", "synthetic", NULL};
     static const char *const optims[] = {"sgd", "momentum", "rmsprop", "adam", "adamw", NULL};
     static const char *const scheds[] = {"constant", "step", "cosine", "piecewise", NULL};
@@ -264,7 +288,11 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     o->prefetch = -1;
     o->device = "cpu";
     o->precision = "fp32";
-    bool have_values = false;
+    o->dropout = -1;
+    o->val_batches = 20;
+    o->shuffle = true;
+    bool have_values = false, given_data = false, given_optim = false, given_sched = false, given_batch = false,
+         given_warmup = false, given_lr_min = false;
     int nvalues = 0;
     double bounds[TRAIN_MAX_PIECES];
     int nbounds = -1;
@@ -277,12 +305,16 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         const char *v = optarg;
         switch (c) {
         case OPT_MODEL:
-            if (!one_of(v, models)) return fail(err, len, "--model: '%s' is not one of mlp, lenet", v);
+            if (!one_of(v, models)) return fail(err, len, "--model: '%s' is not one of mlp, lenet, gpt", v);
             o->model = v;
             break;
         case OPT_DATASET:
-            if (!one_of(v, datasets)) return fail(err, len, "--dataset: '%s' is not one of fashion-mnist, synthetic", v);
+            if (!one_of(v, datasets) && strncmp(v, "text:", 5) && strncmp(v, "tokens:", 7))
+                return fail(err, len, "--dataset: '%s' is not one of fashion-mnist, synthetic, text:PATH, tokens:GLOB", v);
+            if ((!strncmp(v, "text:", 5) && !v[5]) || (!strncmp(v, "tokens:", 7) && !v[7]))
+                return fail(err, len, "--dataset: '%s' names no path", v);
             o->dataset = v;
+            given_data = true;
             break;
         case OPT_DATA_DIR: o->data_dir = v; break;
         case OPT_SYNTH: {
@@ -302,6 +334,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             break;
         case OPT_BATCH:
             if (!parse_i64(v, 1, &o->batch_size)) return fail(err, len, "--batch-size: '%s' is not a positive integer", v);
+            given_batch = true;
             break;
         case OPT_EVAL_BATCH:
             if (!parse_i64(v, 1, &o->eval_batch_size))
@@ -311,6 +344,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             if (!one_of(v, optims))
                 return fail(err, len, "--optimizer: '%s' is not one of sgd, momentum, rmsprop, adam, adamw", v);
             o->optimizer = v;
+            given_optim = true;
             break;
         case OPT_LR:
             if (!parse_f64(v, 0, &o->lr) || o->lr == 0) return fail(err, len, "--lr: '%s' is not a positive number", v);
@@ -330,6 +364,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             if (!one_of(v, scheds))
                 return fail(err, len, "--lr-schedule: '%s' is not one of constant, step, cosine, piecewise", v);
             o->schedule = v;
+            given_sched = true;
             break;
         case OPT_STEP_SIZE:
             if (!parse_i64(v, 1, &o->step_size)) return fail(err, len, "--lr-step-size: '%s' is not a positive integer", v);
@@ -339,9 +374,11 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             break;
         case OPT_WARMUP:
             if (!parse_i64(v, 0, &o->warmup)) return fail(err, len, "--warmup-steps: '%s' is not an integer >= 0", v);
+            given_warmup = true;
             break;
         case OPT_LR_MIN:
             if (!parse_f64(v, 0, &o->lr_min)) return fail(err, len, "--lr-min: '%s' is not a number >= 0", v);
+            given_lr_min = true;
             break;
         case OPT_BOUNDS:
             nbounds = parse_list(v, TRAIN_MAX_PIECES, bounds);
@@ -413,6 +450,33 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             o->pipeline_schedule = v;
             break;
         case OPT_PROFILE: o->profile = true; break;
+        case OPT_PRESET: {
+            mf_gpt_config gc;
+            if (mf_gpt_preset(v, &gc) != MF_OK) return fail(err, len, "--preset: %s", mf_last_error());
+            o->preset = v;
+            break;
+        }
+        case OPT_N_LAYER: case OPT_N_HEAD: case OPT_N_EMBD: case OPT_SEQ_LEN: case OPT_VOCAB: {
+            int64_t n;
+            int64_t hi = c == OPT_VOCAB ? 65536 : c == OPT_SEQ_LEN ? 1 << 20 : 1 << 16;
+            if (!parse_i64(v, c == OPT_VOCAB ? 2 : 1, &n) || n > hi)
+                return fail(err, len, "--%s: '%s' is not an integer from %d to %lld", longopts[c - OPT_MODEL].name, v,
+                            c == OPT_VOCAB ? 2 : 1, (long long)hi);
+            int *dst = c == OPT_N_LAYER ? &o->n_layer : c == OPT_N_HEAD ? &o->n_head : c == OPT_N_EMBD ? &o->n_embd
+                       : c == OPT_SEQ_LEN ? &o->seq_len : &o->vocab_size;
+            *dst = (int)n;
+            break;
+        }
+        case OPT_DROPOUT:
+            if (!parse_f64(v, 0, &o->dropout) || o->dropout >= 1) return fail(err, len, "--dropout: '%s' is not in [0, 1)", v);
+            break;
+        case OPT_VAL_EVERY:
+            if (!parse_i64(v, 1, &o->val_every)) return fail(err, len, "--val-every: '%s' is not a positive integer", v);
+            break;
+        case OPT_VAL_BATCHES:
+            if (!parse_i64(v, 1, &o->val_batches)) return fail(err, len, "--val-batches: '%s' is not a positive integer", v);
+            break;
+        case OPT_NO_SHUFFLE: o->shuffle = false; break;
         case OPT_DETERMINISTIC: {
             int64_t n = -1;
             if (v && (!parse_i64(v, 1, &n) || n > 4096))
@@ -490,8 +554,33 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         return fail(err, len, "--schedule: only with --pipeline-stages, --pipeline-cuts or --micro-batches");
     if (!o->pipeline_schedule) o->pipeline_schedule = "1f1b";
     if (!o->epochs && !o->steps) o->epochs = 1;
+    bool gpt = !strcmp(o->model, "gpt");
+    if (!gpt && (o->preset || o->n_layer || o->n_head || o->n_embd || o->seq_len || o->vocab_size || o->dropout >= 0 ||
+                 o->val_every || !o->shuffle))
+        return fail(err, len, "--preset, --n-layer, --n-head, --n-embd, --seq-len, --vocab-size, --dropout, "
+                    "--val-every and --no-shuffle: only for --model gpt");
+    if (gpt != (!strncmp(o->dataset, "text:", 5) || !strncmp(o->dataset, "tokens:", 7)) && (gpt ? given_data : true))
+        return fail(err, len, gpt ? "--model gpt: --dataset %s holds images; give text:PATH or tokens:GLOB"
+                                  : "--dataset %s: text and tokens are for --model gpt", o->dataset);
+    if (gpt) {   /* GPT-2's recipe, as nanoGPT trains it */
+        if (!given_data) o->dataset = "text:/usr/share/games/fortunes";
+        if (!given_optim) o->optimizer = "adamw";
+        if (!given_sched) o->schedule = "cosine";
+        if (!given_batch) o->batch_size = 16;
+        if (o->weight_decay < 0 && !strcmp(o->optimizer, "adamw")) o->weight_decay = 0.1;
+        if (o->clip_grad == 0) o->clip_grad = 1.0;
+        if (!o->preset) o->preset = "char";
+        if (o->parallel && strcmp(o->parallel, "none") && strcmp(o->parallel, "dp"))
+            return fail(err, len, "--model gpt: --parallel %s is not available for gpt in this release; use none or dp",
+                        o->parallel);
+        if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches)
+            return fail(err, len, "--model gpt: pipelines are not available for gpt in this release");
+        if (o->shards) return fail(err, len, "--model gpt: --deterministic is not available for gpt in this release");
+    }
     bool adam = !strcmp(o->optimizer, "adam") || !strcmp(o->optimizer, "adamw");
     if (o->lr < 0) o->lr = adam ? 1e-3 : 0.01;
+    if (gpt && !given_lr_min) o->lr_min = o->lr / 10;
+    if (gpt && !given_warmup) o->warmup = -1;   /* 5 % of the steps, once they are known */
     if (o->momentum < 0) o->momentum = !strcmp(o->optimizer, "momentum") ? 0.9 : 0.0;
     if (o->weight_decay < 0) o->weight_decay = !strcmp(o->optimizer, "adamw") ? 0.01 : 0.0;
     if (!strcmp(o->schedule, "piecewise")) {

@@ -16,7 +16,7 @@ typedef struct train_opts {
     int64_t epochs, steps;            /* one of them is > 0 */
     int64_t batch_size, eval_batch_size, log_every;
     int64_t synthetic_train, synthetic_test;
-    int64_t warmup, step_size;
+    int64_t warmup, step_size;        /* warmup -1: 5 % of the steps */
     double lr, momentum, weight_decay, gamma, lr_min, clip_grad;
     int npieces;                      /* piecewise schedule */
     int64_t boundaries[TRAIN_MAX_PIECES];
@@ -44,6 +44,12 @@ typedef struct train_opts {
     const char *device;               /* "cpu" or "cuda" */
     const char *precision;            /* "fp32" or "bf16" */
     int shards;                       /* --deterministic: virtual shards per step (0: off) */
+    /* --model gpt (doc/gpt.md) */
+    const char *preset;               /* --preset NAME; the sizes below override it */
+    int n_layer, n_head, n_embd, seq_len, vocab_size;   /* 0: the preset's */
+    double dropout;                   /* < 0: the preset's */
+    int64_t val_every, val_batches;   /* validation loss every K steps (0: at the end only), on N batches */
+    bool shuffle;                     /* false: --no-shuffle, windows in order */
 } train_opts;
 
 /* 0: run; 1: --help or --version was printed; 2: bad input (err says

@@ -34,6 +34,7 @@ typedef enum mfi_unop {
     MFI_UN_LOG, MFI_UN_SQRT, MFI_UN_ABS, MFI_UN_RELU, MFI_UN_GELU,
     MFI_UN_SIGMOID, MFI_UN_TANH,
     MFI_UN_ROUND_BF16,   /* to the nearest bfloat16 (ties to even), kept in the float type */
+    MFI_UN_GELU_TANH,    /* GPT-2's GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     MFI_UN_COUNT
 } mfi_unop;
 
@@ -77,6 +78,17 @@ typedef struct mfi_bnorm {
     bool training;
     double momentum, eps;
 } mfi_bnorm;
+
+/* Causal self-attention over q, k, v [b, h, t, d]: out [b, h, t, d] and
+ * in backward gq, gk, gv and gout too may have any strides on the first
+ * three dims (the last one contiguous; a fused qkv projection's heads);
+ * lse [b, h, t] is contiguous. Row i attends to keys 0..i with weights
+ * softmax(scale * q_i . k_j); lse is that softmax's log-sum-exp, which
+ * is all the backward needs to recompute the weights. */
+typedef struct mfi_attn {
+    int64_t b, h, t, d;
+    double scale;
+} mfi_attn;
 
 typedef struct mfi_sgd_hp {
     double lr, momentum, dampening, weight_decay;
@@ -144,6 +156,10 @@ typedef const mfi_view mfi_cv;   /* shorthand for kernel arguments */
                       mfi_cv *mean, mfi_cv *rstd))                                                            \
     K(layernorm_bwd, (int64_t rows, int64_t cols, mfi_cv *gx, mfi_cv *gw, mfi_cv *gb, mfi_cv *gy, mfi_cv *x,  \
                       mfi_cv *w, mfi_cv *mean, mfi_cv *rstd))                                                 \
+    /* fused causal attention, in tiles with an online softmax (O(t) saved per row, not O(t^2)) */           \
+    K(attention_fwd, (const mfi_attn *p, mfi_cv *out, mfi_cv *lse, mfi_cv *q, mfi_cv *k, mfi_cv *v))          \
+    K(attention_bwd, (const mfi_attn *p, mfi_cv *gq, mfi_cv *gk, mfi_cv *gv, mfi_cv *gout, mfi_cv *q,         \
+                      mfi_cv *k, mfi_cv *v, mfi_cv *out, mfi_cv *lse))                                        \
     /* dropout: mask gets 0 or 1/(1-p) */                                                                     \
     K(dropout_fwd, (mfi_cv *out, mfi_cv *mask, mfi_cv *x, double p, uint64_t seed, uint64_t key, uint64_t index0)) \
     /* optimizer updates on contiguous buffers of equal length */                                             \

@@ -194,6 +194,7 @@ void mfi_zclose(mfi_zfile *f);
 
 const uint8_t *mfi_dataset_pixels(const mf_dataset *ds);   /* [n, c, h, w] */
 const int64_t *mfi_dataset_labels(const mf_dataset *ds);   /* [n] */
+const uint16_t *mfi_dataset_tokens(const mf_dataset *ds);  /* token datasets: the stream, else NULL */
 
 /* ------------------------------------------------------- op framework */
 typedef struct mfi_meta {

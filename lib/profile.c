@@ -11,7 +11,7 @@ static double prof_seconds[MF_PROF_COUNT];
 static int64_t prof_calls[MF_PROF_COUNT];
 
 static const char *const class_names[MF_PROF_COUNT] = {
-    "gemm", "conv", "elementwise", "reduce", "norm", "pool", "optim", "data", "other"};
+    "gemm", "conv", "elementwise", "reduce", "norm", "pool", "optim", "data", "attention", "other"};
 
 void mfi_prof_add(mf_prof_class c, double seconds)
 {

@@ -38,6 +38,9 @@ static mf_tensor *f_exp(mf_tensor **x) { return mf_exp(x[0]); }
 static mf_tensor *f_relu(mf_tensor **x) { return mf_relu(x[0]); }
 static mf_tensor *f_gelu(mf_tensor **x) { return mf_gelu(x[0]); }
 static mf_tensor *f_tanh(mf_tensor **x) { return mf_tanh(x[0]); }
+static mf_tensor *f_gelu_tanh(mf_tensor **x) { return mf_gelu_tanh(x[0]); }
+static mf_tensor *f_attention(mf_tensor **x) { return mf_causal_attention(x[0], x[1], x[2]); }
+static mf_tensor *f_self_attention(mf_tensor **x) { return mf_causal_self_attention(x[0], 2); }
 static mf_tensor *f_sigmoid(mf_tensor **x) { return mf_sigmoid(x[0]); }
 static mf_tensor *f_pow(mf_tensor **x) { return mf_pow(x[0], 2.0); }
 static mf_tensor *f_matmul(mf_tensor **x) { return mf_matmul(x[0], x[1]); }
@@ -62,6 +65,7 @@ static mf_tensor *f_log_softmax(mf_tensor **x) { return mf_log_softmax(x[0], 1);
 static mf_tensor *f_xent(mf_tensor **x) { return mf_cross_entropy(x[0], x[1], MF_REDUCTION_MEAN); }
 static mf_tensor *f_xent_sum(mf_tensor **x) { return mf_cross_entropy(x[0], x[1], MF_REDUCTION_SUM); }
 static mf_tensor *f_xent_none(mf_tensor **x) { return mf_cross_entropy(x[0], x[1], MF_REDUCTION_NONE); }
+static mf_tensor *f_lxent(mf_tensor **x) { return mf_linear_cross_entropy(x[0], x[1], x[2], MF_REDUCTION_MEAN); }
 static mf_tensor *f_nll(mf_tensor **x) { return mf_nll_loss(x[0], x[1], MF_REDUCTION_MEAN); }
 static mf_tensor *f_mse(mf_tensor **x) { return mf_mse_loss(x[0], x[1], MF_REDUCTION_MEAN); }
 static mf_tensor *f_embedding(mf_tensor **x) { return mf_embedding(x[0], x[1]); }
@@ -103,6 +107,7 @@ static const op_case cases[] = {
     {"relu", f_relu, 1, {2}, {S2(5, 3)}, {0}},
     {"gelu", f_gelu, 1, {2}, {S2(3, 5)}, {0}},
     {"tanh", f_tanh, 1, {2}, {S2(5, 3)}, {0}},
+    {"gelu_tanh", f_gelu_tanh, 1, {2}, {S2(3, 5)}, {0}},
     {"sigmoid", f_sigmoid, 1, {2}, {S2(5, 3)}, {0}},
     {"pow", f_pow, 1, {2}, {S2(5, 3)}, {0}},
     {"matmul", f_matmul, 2, {2, 2}, {S2(5, 6), S2(6, 3)}, {0}},
@@ -127,6 +132,7 @@ static const op_case cases[] = {
     {"cross_entropy mean", f_xent, 2, {2, 1}, {S2(7, 4), {7}}, {0, 4}},
     {"cross_entropy sum", f_xent_sum, 2, {2, 1}, {S2(7, 4), {7}}, {0, 4}},
     {"cross_entropy none", f_xent_none, 2, {2, 1}, {S2(7, 4), {7}}, {0, 4}},
+    {"linear_cross_entropy", f_lxent, 3, {2, 2, 1}, {S2(7, 4), S2(6, 4), {7}}, {0, 0, 6}},
     {"nll_loss", f_nll, 2, {2, 1}, {S2(5, 4), {5}}, {0, 4}},
     {"mse_loss", f_mse, 2, {2, 2}, {S2(5, 3), S2(5, 3)}, {0}},
     {"embedding", f_embedding, 2, {2, 2}, {S2(6, 4), S2(5, 2)}, {0, 6}},
@@ -136,6 +142,8 @@ static const op_case cases[] = {
     {"batch_norm", f_batchnorm, 3, {4, 1, 1}, {{4, 3, 2, 2}, {3}, {3}}, {0}},
     {"layer_norm", f_layernorm, 3, {2, 1, 1}, {S2(5, 4), {4}, {4}}, {0}},
     {"dropout", f_dropout, 1, {2}, {S2(7, 3)}, {0}},
+    {"causal_self_attention", f_self_attention, 1, {3}, {{4, 5, 12}}, {0}},
+    {"causal_attention", f_attention, 3, {4, 4, 4}, {{4, 3, 5, 4}, {4, 3, 5, 4}, {4, 3, 5, 4}}, {0}},
 };
 
 /* ------------------------------------------------------------ harness */

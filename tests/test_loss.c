@@ -2,6 +2,7 @@
  * tests/test_loss.c - cross entropy, NLL, MSE and L1: hand values for
  * every reduction, finite-difference gradients, bad targets.
  */
+#include <math.h>
 #include "tests/test_util.h"
 
 START_TEST(cross_entropy_values)
@@ -107,6 +108,67 @@ START_TEST(bad_targets)
 }
 END_TEST
 
+typedef struct lx_case {
+    mf_reduction r;
+    mf_tensor *target;
+} lx_case;
+
+static mf_tensor *lx_fn(mf_tensor **in, void *u)
+{
+    const lx_case *c = u;
+    return mf_linear_cross_entropy(in[0], in[1], c->target, c->r);
+}
+
+static mf_tensor *lx_unfused(mf_tensor *x, mf_tensor *w, mf_tensor *t, mf_reduction r)
+{
+    mf_tensor *logits = mf_linear(x, w, NULL), *l = logits ? mf_cross_entropy(logits, t, r) : NULL;
+    mf_tensor_destroy(logits);
+    return l;
+}
+
+/* the fused head equals linear + cross_entropy, over several row chunks */
+START_TEST(linear_cross_entropy)
+{
+    mf_tensor *t = TI64(MF_DIMS(5), 6, 0, 3, 3, 1);
+    for (int r = 0; r < 3; r++) {
+        lx_case c = {(mf_reduction)r, t};
+        mf_tensor *in[2] = {mf_test_rand64(MF_DIMS(5, 3), -2, 2), mf_test_rand64(MF_DIMS(7, 3), -2, 2)};
+        mf_test_gradcheck("linear_cross_entropy", lx_fn, 2, in, &c, 1e-6, 1e-8, 1e-6);
+        mf_tensor_destroy(in[0]);
+        mf_tensor_destroy(in[1]);
+    }
+    mf_tensor_destroy(t);
+    /* 30000 classes in f32: about 280 rows per chunk, so 700 rows take three */
+    const int64_t N = 700, C = 8, V = 30000;
+    mf_manual_seed(3);
+    mf_tensor *x = mf_randn(MF_F32, MF_DIMS(N, C)), *w = mf_randn(MF_F32, MF_DIMS(V, C));
+    mf_tensor *u = mf_rand(MF_F64, MF_DIMS(N)), *us = mf_scale(u, V - 1e-6), *tt = mf_cast(us, MF_I64);
+    ck_assert_ok(mf_tensor_set_requires_grad(x, true));
+    ck_assert_ok(mf_tensor_set_requires_grad(w, true));
+    mf_tensor *l1 = mf_linear_cross_entropy(x, w, tt, MF_REDUCTION_MEAN);
+    ck_assert_nonnull(l1);
+    ck_assert_ok(mf_backward(l1));
+    mf_tensor *gx = mf_tensor_retain(mf_tensor_grad(x)), *gw = mf_tensor_retain(mf_tensor_grad(w));
+    ck_assert_ok(mf_tensor_set_grad(x, NULL));
+    ck_assert_ok(mf_tensor_set_grad(w, NULL));
+    mf_tensor *l2 = lx_unfused(x, w, tt, MF_REDUCTION_MEAN);
+    ck_assert_ok(mf_backward(l2));
+    ck_assert_msg(fabs(mf_tensor_item(l1) - mf_tensor_item(l2)) < 1e-5 * fabs(mf_tensor_item(l2)), "loss %g vs %g",
+                  mf_tensor_item(l1), mf_tensor_item(l2));
+    double dx = mf_test_max_diff(gx, mf_tensor_grad(x), true), dw = mf_test_max_diff(gw, mf_tensor_grad(w), true);
+    ck_assert_msg(dx < 1e-6 && dw < 1e-6, "gradients differ: x %g, weight %g", dx, dw);
+    /* without grad mode nothing is kept, and the loss is the same */
+    bool prev = mf_set_grad_enabled(false);
+    mf_tensor *l3 = mf_linear_cross_entropy(x, w, tt, MF_REDUCTION_MEAN);
+    mf_set_grad_enabled(prev);
+    ck_assert(mf_tensor_item(l3) == mf_tensor_item(l1));
+    mf_tensor *wide = mf_zeros(MF_F32, MF_DIMS(V, C + 1));
+    ck_assert_fails(mf_linear_cross_entropy(x, wide, tt, MF_REDUCTION_MEAN), MF_ERR_SHAPE, "weight [V, C]");
+    mf_tensor *all[] = {x, w, u, us, tt, l1, l2, l3, gx, gw, wide};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) mf_tensor_destroy(all[k]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("loss");
@@ -116,6 +178,7 @@ static Suite *suite(void)
     tcase_add_test(tc, regression_values);
     tcase_add_test(tc, gradients);
     tcase_add_test(tc, bad_targets);
+    tcase_add_test(tc, linear_cross_entropy);
     suite_add_tcase(s, tc);
     return s;
 }

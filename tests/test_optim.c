@@ -94,6 +94,24 @@ START_TEST(adam)
     x = run(make_adamw, &o, 2);
     ck_expect(x, 1e-9, MF_DIMS(2), 0.7815718569541611, -1.7614089510885826);
     mf_tensor_destroy(x);
+    /* GPT-2's recipe: no decay on a vector, decay on a matrix */
+    o.decay_matrices_only = true;
+    x = run(make_adamw, &o, 1);
+    ck_expect(x, 1e-9, MF_DIMS(2), 0.9, -1.9);
+    mf_tensor_destroy(x);
+    mf_tensor *m = T64(MF_DIMS(1, 2), 1, -2);
+    ck_assert_ok(mf_tensor_set_requires_grad(m, true));
+    mf_tensor_list lm = {1, (mf_named_tensor[]){{"m", m, MF_ENTRY_PARAM}}};
+    mf_optim *om = mf_adamw_create(&lm, &o);
+    mf_tensor *sq = mf_mul(m, m), *f = mf_sum_all(sq);
+    ck_assert_ok(mf_backward(f));   /* gradient 2m: the same signs, so the same first Adam step */
+    ck_assert_ok(mf_optim_step(om));
+    ck_expect(m, 1e-9, MF_DIMS(1, 2), 0.89, -1.88);
+    mf_optim_destroy(om);
+    mf_tensor_destroy(sq);
+    mf_tensor_destroy(f);
+    mf_tensor_destroy(m);
+    o.decay_matrices_only = false;
     /* AMSGrad equals Adam while v only grows */
     o.weight_decay = 0;
     o.amsgrad = true;

@@ -22,6 +22,8 @@ static inline float round_bf16(float f)
     return f;
 }
 #define INV_SQRT_2PI 0.39894228040143267794
+#define SQRT_2_OVER_PI 0.79788456080286535588
+#define GELU_C 0.044715
 
 /* ------------------------------------------------------------------ unary */
 #define UN_CASE(T, OPC, EXPR)                                                       \
@@ -59,6 +61,8 @@ static inline float round_bf16(float f)
             UN_CASE(T, MFI_UN_SIGMOID, (T)1 / ((T)1 + exp(-v)))                     \
             UN_CASE(T, MFI_UN_TANH, tanh(v))                                        \
             UN_CASE(T, MFI_UN_ROUND_BF16, (T)round_bf16((float)v))                  \
+            UN_CASE(T, MFI_UN_GELU_TANH,                                            \
+                    (T)0.5 * v * ((T)1 + tanh((T)SQRT_2_OVER_PI * (v + (T)GELU_C * v * v * v)))) \
         default: MF_FAIL(MF_ERR_BACKEND, "unary_fwd: unknown op %d", (int)op);        \
         }                                                                           \
         return MF_OK;                                                               \
@@ -76,6 +80,19 @@ mf_status mfi_cpu_unary_fwd(mfi_unop op, mfi_cv *out, mfi_cv *x, double alpha)
 }
 
 /* --------------------------------------------------------- unary backward */
+/* d/dx of GPT-2's GELU: 0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3c x^2),
+ * th = tanh(sqrt(2/pi) (x + c x^3)) */
+static inline float gelu_tanh_grad_float(float x)
+{
+    float th = tanhf((float)SQRT_2_OVER_PI * (x + (float)GELU_C * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * (float)SQRT_2_OVER_PI * (1.0f + 3.0f * (float)GELU_C * x * x);
+}
+static inline double gelu_tanh_grad_double(double x)
+{
+    double th = tanh(SQRT_2_OVER_PI * (x + GELU_C * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * x * x);
+}
+
 #define UB_CASE(T, OPC, EXPR)                                                         \
     case OPC:                                                                      \
         _Pragma("omp parallel for if (cpu_par(n)) schedule(static)")               \
@@ -106,6 +123,7 @@ mf_status mfi_cpu_unary_fwd(mfi_unop op, mfi_cv *out, mfi_cv *x, double alpha)
             UB_CASE(T, MFI_UN_SIGMOID, g * yv * ((T)1 - yv))                          \
             UB_CASE(T, MFI_UN_TANH, g * ((T)1 - yv * yv))                             \
             UB_CASE(T, MFI_UN_ROUND_BF16, g)   /* straight through */                  \
+            UB_CASE(T, MFI_UN_GELU_TANH, g * gelu_tanh_grad_##T(xv))                 \
         default: MF_FAIL(MF_ERR_BACKEND, "unary_bwd: unknown op %d", (int)op);       \
         }                                                                          \
         return MF_OK;                                                              \

@@ -5,7 +5,8 @@
 CUDA_SOURCES = \
 	backends/cuda/cuda_backend.cu backends/cuda/cuda_copy.cu backends/cuda/cuda_elementwise.cu \
 	backends/cuda/cuda_reduce.cu backends/cuda/cuda_gemm.cu backends/cuda/cuda_pool.cu \
-	backends/cuda/cuda_norm.cu backends/cuda/cuda_optim.cu backends/cuda/cuda_blas.cu
+	backends/cuda/cuda_norm.cu backends/cuda/cuda_optim.cu backends/cuda/cuda_blas.cu \
+	backends/cuda/cuda_attention.cu
 noinst_HEADERS += backends/cuda/cuda_common.cuh
 EXTRA_DIST += $(CUDA_SOURCES)
 SUFFIXES = .cu

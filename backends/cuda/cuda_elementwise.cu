@@ -9,6 +9,8 @@
 
 #define SQRT1_2 0.70710678118654752440
 #define INV_SQRT_2PI 0.39894228040143267794
+#define SQRT_2_OVER_PI 0.79788456080286535588
+#define GELU_C 0.044715
 
 template <typename T>
 __device__ static inline T unary_value(int op, T v, T alpha)
@@ -27,6 +29,7 @@ __device__ static inline T unary_value(int op, T v, T alpha)
     case MFI_UN_SIGMOID: return (T)1 / ((T)1 + exp(-v));
     case MFI_UN_TANH: return tanh(v);
     case MFI_UN_ROUND_BF16: return (T)__bfloat162float(__float2bfloat16_rn((float)v));
+    case MFI_UN_GELU_TANH: return (T)0.5 * v * ((T)1 + tanh((T)SQRT_2_OVER_PI * (v + (T)GELU_C * v * v * v)));
     default: return v;
     }
 }
@@ -73,6 +76,11 @@ __device__ static inline T unary_grad(int op, T g, T xv, T yv, T alpha)
     case MFI_UN_SIGMOID: return g * yv * ((T)1 - yv);
     case MFI_UN_TANH: return g * ((T)1 - yv * yv);
     case MFI_UN_ROUND_BF16: return g;   /* straight through */
+    case MFI_UN_GELU_TANH: {
+        T th = tanh((T)SQRT_2_OVER_PI * (xv + (T)GELU_C * xv * xv * xv));
+        return g * ((T)0.5 * ((T)1 + th) +
+                    (T)0.5 * xv * ((T)1 - th * th) * (T)SQRT_2_OVER_PI * ((T)1 + (T)3 * (T)GELU_C * xv * xv));
+    }
     default: return g;
     }
 }

@@ -29,6 +29,26 @@ MF_API mf_dataset *mf_dataset_fashion_mnist(const char *dir, bool train);
  * so the train and test splits of one seed share them; the samples
  * depend on (seed, train). Learnable. */
 MF_API mf_dataset *mf_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed, bool train);
+/* Language-model datasets: one token stream cut into windows of
+ * seq_len + 1 tokens (window k starts at token k * seq_len; the loader's
+ * x is its first seq_len tokens, y its last seq_len, both [B, seq_len]
+ * i64). mf_dataset_classes gives the vocabulary size. */
+/* Any text as bytes (vocabulary 256): a file, or a directory's regular
+ * files in name order (the fortunes package's /usr/share/games/fortunes);
+ * the bytes in [begin, end) of the whole, as fractions (0, 0.9: training;
+ * 0.9, 1: validation). */
+MF_API mf_dataset *mf_dataset_text(const char *path, double begin, double end, int seq_len);
+/* Token files matching a glob pattern, in name order: llm.c's shards
+ * (header of 256 int32: magic 20240520, version 1, token count; then
+ * uint16 tokens) or nanoGPT's raw uint16 .bin. Files with "val" in their
+ * name are the validation split (val true), the others training; when
+ * all or none have it, the last tenth of the tokens is the validation
+ * split. MF_ERR_FORMAT for a bad header, a truncated file or a token
+ * >= vocab_size. */
+MF_API mf_dataset *mf_dataset_tokens(const char *pattern, bool val, int seq_len, int vocab_size);
+MF_API bool mf_dataset_is_tokens(const mf_dataset *ds);
+MF_API int mf_dataset_seq_len(const mf_dataset *ds);         /* 0 for images */
+MF_API int64_t mf_dataset_num_tokens(const mf_dataset *ds);  /* 0 for images */
 MF_API void mf_dataset_destroy(mf_dataset *ds);
 MF_API int64_t mf_dataset_size(const mf_dataset *ds);
 /* The class count: the largest label + 1 for an IDX pair, 10 for
@@ -78,7 +98,8 @@ typedef struct mf_loader_opts {
 typedef struct mf_loader mf_loader;
 MF_API mf_loader *mf_loader_create(const mf_dataset *ds, const mf_loader_opts *o);
 MF_API void mf_loader_destroy(mf_loader *l);
-/* The next batch: x [B, C, H, W] f32 and y [B] i64 (new references).
+/* The next batch: x [B, C, H, W] f32 and y [B] i64, or for a token
+ * dataset x and y [B, T] i64 (new references).
  * Batches run over epochs without end; mf_loader_epoch tells which. */
 MF_API mf_status mf_loader_next(mf_loader *l, mf_tensor **x, mf_tensor **y);
 MF_API int64_t mf_loader_batches_per_epoch(const mf_loader *l);

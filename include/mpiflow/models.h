@@ -1,5 +1,6 @@
 /*
- * mpiflow/models.h - the reference models of OneFlow's examples.
+ * mpiflow/models.h - the reference models: OneFlow's MLP and LeNet, and
+ * GPT-2.
  */
 #ifndef MPIFLOW_MODELS_H
 #define MPIFLOW_MODELS_H
@@ -21,6 +22,44 @@ MF_API mf_module *mf_model_mlp(int64_t in_features, int64_t hidden, int64_t clas
  * flatten; hidden = Linear(64*h/4*w/4, 512), ReLU, Dropout(0.5);
  * output = Linear(512, classes). */
 MF_API mf_module *mf_model_lenet(int64_t channels, int64_t h, int64_t w, int64_t classes);
+
+/* GPT-2 (doc/gpt.md), with nanoGPT's parameter names: token and position
+ * embeddings, n_layer pre-LayerNorm blocks of causal self-attention and
+ * a 4x MLP with tanh GELU, a final LayerNorm, a head tied to the token
+ * embedding. mf_module_forward takes tokens [B, T] (i64, T <= seq_len)
+ * and gives logits [B, T, vocab_size]. */
+typedef struct mf_gpt_config {
+    int n_layer, n_head, n_embd;
+    int seq_len;       /* the longest context (position embeddings) */
+    int vocab_size;
+    double dropout;    /* after the embeddings, attention and MLP; 0 */
+} mf_gpt_config;
+/* "char" (4 layers, 128 wide, T 128, bytes: the quick start), "10m"
+ * (6 x 384, T 256, bytes), "gpt2", "gpt2-medium", "gpt2-large",
+ * "gpt2-xl" (vocabulary 50257, T 1024). */
+MF_API mf_status mf_gpt_preset(const char *name, mf_gpt_config *c);
+MF_API mf_module *mf_model_gpt(const mf_gpt_config *c);
+/* The configuration of a GPT module, or NULL for another module. */
+MF_API const mf_gpt_config *mf_gpt_config_of(const mf_module *m);
+/* The last LayerNorm's output [B, T, n_embd]. */
+MF_API mf_tensor *mf_gpt_hidden(mf_module *gpt, mf_tensor *tokens);
+/* Mean next-token cross-entropy of targets [B, T], with the fused head
+ * (mf_linear_cross_entropy): the full logits never exist. */
+MF_API mf_tensor *mf_gpt_loss(mf_module *gpt, mf_tensor *tokens, mf_tensor *targets);
+
+/* Text generation (mpiflow-generate). */
+typedef struct mf_gpt_gen_opts {
+    double temperature;   /* 0: always the most likely token */
+    int top_k;            /* draw among the k most likely only; 0: all */
+    uint64_t seed;        /* the draws: the same seed gives the same tokens */
+    bool use_cache;       /* keep each layer's keys and values (a KV cache) */
+} mf_gpt_gen_opts;
+/* Appends max_new tokens to prompt (n_prompt >= 1 tokens): out gets the
+ * prompt and then the new tokens (n_prompt + max_new entries). A context
+ * longer than seq_len keeps its last seq_len tokens. Local parameters,
+ * one process; runs in eval mode without grad. */
+MF_API mf_status mf_gpt_generate(mf_module *gpt, const int64_t *prompt, int n_prompt, int max_new,
+                                 const mf_gpt_gen_opts *o, int64_t *out);
 
 /* "mlp" or "lenet" for input [c, h, w]; NULL with an error otherwise. */
 MF_API mf_module *mf_model_create(const char *name, int64_t c, int64_t h, int64_t w, int64_t classes);

@@ -39,6 +39,8 @@ MF_API mf_tensor *mf_sqrt(mf_tensor *x);
 MF_API mf_tensor *mf_abs(mf_tensor *x);
 MF_API mf_tensor *mf_relu(mf_tensor *x);
 MF_API mf_tensor *mf_gelu(mf_tensor *x);      /* exact, with erf */
+/* GPT-2's tanh approximation (PyTorch's gelu(approximate="tanh")). */
+MF_API mf_tensor *mf_gelu_tanh(mf_tensor *x);
 MF_API mf_tensor *mf_sigmoid(mf_tensor *x);
 MF_API mf_tensor *mf_tanh(mf_tensor *x);
 
@@ -84,6 +86,20 @@ MF_API mf_tensor *mf_concat(int n, mf_tensor *const *xs, int dim);
 MF_API mf_tensor *mf_softmax(mf_tensor *x, int dim);
 MF_API mf_tensor *mf_log_softmax(mf_tensor *x, int dim);
 
+/* ---- attention */
+/* Causal self-attention, as PyTorch's scaled_dot_product_attention(q, k,
+ * v, is_causal=True): q, k, v [B, H, T, D] -> [B, H, T, D], row i =
+ * softmax over keys j <= i of q_i.k_j / sqrt(D), times v. Fused in tiles
+ * with an online softmax (flash attention): no [T, T] matrix is stored,
+ * forward keeps one log-sum-exp per row, backward recomputes the rest.
+ * q, k, v may be strided views whose last dim is contiguous. */
+MF_API mf_tensor *mf_causal_attention(mf_tensor *q, mf_tensor *k, mf_tensor *v);
+/* The same for GPT's fused projection: qkv [B, T, 3C] holds q, k, v one
+ * after the other (each C = n_head heads of C / n_head) per token, as
+ * nanoGPT's c_attn gives them; the result is [B, T, C], the heads side
+ * by side. No head is copied out or back. */
+MF_API mf_tensor *mf_causal_self_attention(mf_tensor *qkv, int n_head);
+
 /* ---- embedding: weight [V, D], index (i32/i64) [...] -> [..., D] */
 MF_API mf_tensor *mf_embedding(mf_tensor *weight, mf_tensor *index);
 
@@ -128,6 +144,11 @@ MF_API mf_tensor *mf_dropout(mf_tensor *x, double p, bool training);
 typedef enum mf_reduction { MF_REDUCTION_MEAN = 0, MF_REDUCTION_SUM, MF_REDUCTION_NONE } mf_reduction;
 /* logits [N, C], target [N] of class indices (i32/i64). */
 MF_API mf_tensor *mf_cross_entropy(mf_tensor *logits, mf_tensor *target, mf_reduction r);
+/* cross_entropy(x weight^T, target): a language model's head and loss,
+ * x [N, C], weight [V, C], target [N]. The logits never exist whole:
+ * rows go through in chunks, and only the logits' gradient [N, V] is
+ * kept for backward (one copy of that size instead of three). */
+MF_API mf_tensor *mf_linear_cross_entropy(mf_tensor *x, mf_tensor *weight, mf_tensor *target, mf_reduction r);
 /* logp [N, C] log-probabilities, target [N]. */
 MF_API mf_tensor *mf_nll_loss(mf_tensor *logp, mf_tensor *target, mf_reduction r);
 MF_API mf_tensor *mf_mse_loss(mf_tensor *x, mf_tensor *y, mf_reduction r);

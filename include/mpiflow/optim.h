@@ -36,6 +36,10 @@ typedef struct mf_adam_opts {
     double eps;           /* 1e-8 */
     double weight_decay;  /* Adam: 0 (L2); AdamW: 1e-2 (decoupled) */
     bool amsgrad;         /* false */
+    /* GPT-2's recipe (nanoGPT's configure_optimizers): weight decay on
+     * parameters of 2 or more dims only (weights and embeddings), none
+     * on biases and norm parameters. false */
+    bool decay_matrices_only;
 } mf_adam_opts;
 
 MF_API mf_sgd_opts mf_sgd_defaults(void);

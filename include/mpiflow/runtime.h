@@ -90,7 +90,7 @@ MF_API mf_status mf_agree(mf_status local);
  * accumulated per rank. */
 typedef enum mf_prof_class {
     MF_PROF_GEMM, MF_PROF_CONV, MF_PROF_ELEMENTWISE, MF_PROF_REDUCE,
-    MF_PROF_NORM, MF_PROF_POOL, MF_PROF_OPTIM, MF_PROF_DATA, MF_PROF_OTHER, MF_PROF_COUNT
+    MF_PROF_NORM, MF_PROF_POOL, MF_PROF_OPTIM, MF_PROF_DATA, MF_PROF_ATTENTION, MF_PROF_OTHER, MF_PROF_COUNT
 } mf_prof_class;
 MF_API void mf_profile_enable(bool on);
 MF_API bool mf_profile_enabled(void);

@@ -367,6 +367,21 @@ static mf_status close_file(hid_t file, const char *tmp, mf_status st, bool stop
     return st;
 }
 
+/* /model's attributes: what a reader needs to rebuild the model that the
+ * shapes alone do not say (a GPT's head count) */
+static void model_attrs(hid_t g, const mf_module *model)
+{
+    const mf_gpt_config *c = mf_gpt_config_of(model);
+    if (!c) return;
+    mfi_h5_set_str(g, "architecture", "gpt");
+    mfi_h5_set_i64(g, "n_layer", c->n_layer);
+    mfi_h5_set_i64(g, "n_head", c->n_head);
+    mfi_h5_set_i64(g, "n_embd", c->n_embd);
+    mfi_h5_set_i64(g, "seq_len", c->seq_len);
+    mfi_h5_set_i64(g, "vocab_size", c->vocab_size);
+    mfi_h5_set_f64(g, "dropout", c->dropout);
+}
+
 mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, const mf_train_state *state,
                           const mf_ckpt_opts *opts)
 {
@@ -402,6 +417,7 @@ mf_status mf_ckpt_save_ex(const char *path, mf_module *model, mf_optim *optim, c
         header_of(&h, &w, state ? state : &zero, optim);
         root_attrs(file, &w, &h);
         hid_t g = H5Gcreate2(file, "model", H5P_DEFAULT, w.gcpl, H5P_DEFAULT);
+        model_attrs(g, model);
         bool stop = false;
         for (int i = 0; i < sd->n && !stop; i++) {
             mf_status s = write_tensor(&w, g, sd->items[i].name, sd->items[i].tensor, &stop);

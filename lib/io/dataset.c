@@ -8,23 +8,16 @@
 #include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
-#include "lib/internal.h"
 #include "base/philox.h"
+#include "lib/io/dataset_internal.h"
 
-struct mf_dataset {
-    int64_t n;
-    int c, h, w, classes;
-    uint8_t *pixels;     /* [n, c, h, w] */
-    int64_t *labels;     /* [n] */
-    char source[512];    /* the images file, for messages ("" for synthetic data) */
-    char labels_file[512];
-};
 
 void mf_dataset_destroy(mf_dataset *ds)
 {
     if (!ds) return;
     free(ds->pixels);
     free(ds->labels);
+    free(ds->tokens);
     free(ds);
 }
 
@@ -33,9 +26,9 @@ int mf_dataset_classes(const mf_dataset *ds) { return ds->classes; }
 
 void mf_dataset_sample_shape(const mf_dataset *ds, int64_t shape[3])
 {
-    shape[0] = ds->c;
-    shape[1] = ds->h;
-    shape[2] = ds->w;
+    shape[0] = ds->tokens ? ds->seq_len : ds->c;
+    shape[1] = ds->tokens ? 1 : ds->h;
+    shape[2] = ds->tokens ? 1 : ds->w;
 }
 
 const uint8_t *mfi_dataset_pixels(const mf_dataset *ds) { return ds->pixels; }
@@ -43,6 +36,11 @@ const int64_t *mfi_dataset_labels(const mf_dataset *ds) { return ds->labels; }
 
 void mf_dataset_stats(const mf_dataset *ds, double *mean, double *std)
 {
+    if (ds->tokens) {   /* no pixels to normalise */
+        *mean = 0;
+        *std = 1;
+        return;
+    }
     size_t n = (size_t)ds->n * (size_t)(ds->c * ds->h * ds->w);
     double s = 0, sq = 0;
     for (size_t i = 0; i < n; i++) {

@@ -1,6 +1,7 @@
 /*
  * lib/io/loader.c - batches through a global permutation fixed by
- * (seed, epoch) (doc/design.md section 5).
+ * (seed, epoch) (doc/design.md section 5): images with labels, or token
+ * windows (lib/io/tokens.c).
  *
  * The permutation sorts sample indices by a 64-bit Philox key of
  * (seed, epoch, index), so it is the same on every rank and needs no
@@ -85,6 +86,33 @@ static void normalize(const mf_loader *l, int64_t *epoch, int64_t *cursor)
     }
 }
 
+/* Token windows: x [rows, T] the first T tokens of each window, y the
+ * T after them, in the order of the image rows below. */
+static mf_status make_windows(mf_loader *l, const uint16_t *tokens, int M, const int64_t *seg_start,
+                              const int64_t *seg_len, int64_t rows, mf_tensor **x, mf_tensor **y)
+{
+    const int64_t T = mf_dataset_seq_len(l->ds);
+    mf_tensor *tx = mfi_tensor_new_on(MF_DEV_CPU, MF_I64, MF_DIMS(rows, T));
+    mf_tensor *ty = mfi_tensor_new_on(MF_DEV_CPU, MF_I64, MF_DIMS(rows, T));
+    if (!tx || !ty) {
+        mf_tensor_destroy(tx);
+        mf_tensor_destroy(ty);
+        return mf_last_status();
+    }
+    int64_t *px = mf_tensor_data(tx), *py = mf_tensor_data(ty);
+    for (int m = 0, r = 0; m < M; m++)
+        for (int64_t i = 0; i < seg_len[m]; i++, r++) {
+            const uint16_t *w = tokens + l->perm[seg_start[m] + i] * T;
+            for (int64_t j = 0; j < T; j++) {
+                px[r * T + j] = w[j];
+                py[r * T + j] = w[j + 1];
+            }
+        }
+    *x = tx;
+    *y = ty;
+    return MF_OK;
+}
+
 /* The batch at (epoch, cursor), already normalized. par: use OpenMP
  * (not from the helper thread, which would start a second team). */
 static mf_status make_batch(mf_loader *l, int64_t epoch, int64_t cursor, bool par, mf_tensor **x, mf_tensor **y)
@@ -106,6 +134,8 @@ static mf_status make_batch(mf_loader *l, int64_t epoch, int64_t cursor, bool pa
         seg_len[m] = kb;
         rows += kb;
     }
+    const uint16_t *tokens = mfi_dataset_tokens(l->ds);
+    if (tokens) return make_windows(l, tokens, M, seg_start, seg_len, rows, x, y);
     int64_t shape[3];
     mf_dataset_sample_shape(l->ds, shape);
     int64_t d = shape[0] * shape[1] * shape[2];

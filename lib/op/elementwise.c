@@ -217,7 +217,7 @@ typedef struct un_attrs {
 static int un_needs(mfi_unop op)
 {
     switch (op) {
-    case MFI_UN_POW: case MFI_UN_LOG: case MFI_UN_ABS: case MFI_UN_GELU: return 1;
+    case MFI_UN_POW: case MFI_UN_LOG: case MFI_UN_ABS: case MFI_UN_GELU: case MFI_UN_GELU_TANH: return 1;
     case MFI_UN_EXP: case MFI_UN_SQRT: case MFI_UN_RELU: case MFI_UN_SIGMOID: case MFI_UN_TANH: return 2;
     default: return 0;
     }
@@ -266,7 +266,7 @@ static int un_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
 static const mfi_op un_ops[MFI_UN_COUNT] = {
     UN_OP("mf_neg"), UN_OP("mf_scale"), UN_OP("mf_add_scalar"), UN_OP("mf_pow"), UN_OP("mf_exp"),
     UN_OP("mf_log"), UN_OP("mf_sqrt"), UN_OP("mf_abs"), UN_OP("mf_relu"), UN_OP("mf_gelu"),
-    UN_OP("mf_sigmoid"), UN_OP("mf_tanh"), UN_OP("mf_round_bf16")};
+    UN_OP("mf_sigmoid"), UN_OP("mf_tanh"), UN_OP("mf_round_bf16"), UN_OP("mf_gelu_tanh")};
 
 mf_tensor *mfi_unary(mfi_unop op, mf_tensor *x, double alpha)
 {
@@ -285,6 +285,7 @@ mf_tensor *mf_sqrt(mf_tensor *x) { return mfi_unary(MFI_UN_SQRT, x, 0); }
 mf_tensor *mf_abs(mf_tensor *x) { return mfi_unary(MFI_UN_ABS, x, 0); }
 mf_tensor *mf_relu(mf_tensor *x) { return mfi_unary(MFI_UN_RELU, x, 0); }
 mf_tensor *mf_gelu(mf_tensor *x) { return mfi_unary(MFI_UN_GELU, x, 0); }
+mf_tensor *mf_gelu_tanh(mf_tensor *x) { return mfi_unary(MFI_UN_GELU_TANH, x, 0); }
 mf_tensor *mf_sigmoid(mf_tensor *x) { return mfi_unary(MFI_UN_SIGMOID, x, 0); }
 mf_tensor *mf_tanh(mf_tensor *x) { return mfi_unary(MFI_UN_TANH, x, 0); }
 

@@ -7,7 +7,7 @@
 
 mf_adam_opts mf_adam_defaults(void)
 {
-    mf_adam_opts o = {1e-3, 0.9, 0.999, 1e-8, 0.0, false};
+    mf_adam_opts o = {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false};
     return o;
 }
 
@@ -21,7 +21,8 @@ mf_adam_opts mf_adamw_defaults(void)
 static mf_status adam_update(mf_optim *o, mfi_opt_param *p, mfi_view *param, mfi_view *grad, mfi_view *state)
 {
     const mf_adam_opts *h = &o->h.adam;
-    mfi_adam_hp hp = {o->lr, h->beta1, h->beta2, h->eps, h->weight_decay, o->decoupled, h->amsgrad, p->step};
+    double wd = h->decay_matrices_only && mf_tensor_ndim(p->p) < 2 ? 0.0 : h->weight_decay;
+    mfi_adam_hp hp = {o->lr, h->beta1, h->beta2, h->eps, wd, o->decoupled, h->amsgrad, p->step};
     mf_status st;
     MFI_KERNEL(st, MF_PROF_OPTIM, mfi_backend_of(p->p), adam_step, &hp, param, grad, &state[0], &state[1],
                h->amsgrad ? &state[2] : NULL);

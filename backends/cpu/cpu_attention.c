@@ -1,0 +1,61 @@
+/*
+ * backends/cpu/cpu_attention.c - fused causal attention kernels (the
+ * tiles and formulas are in cpu_attention_tmpl.h).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include "backends/cpu/cpu_iter.h"
+#include "backends/cpu/cpu_kernels.h"
+
+enum { QR = 16, KC = 64 };   /* query rows and keys per tile */
+
+#define T float
+#define SFX f32
+#define EXP expf
+#define LOG logf
+#include "backends/cpu/cpu_attention_tmpl.h"
+#undef T
+#undef SFX
+#undef EXP
+#undef LOG
+#define T double
+#define SFX f64
+#define EXP exp
+#define LOG log
+#include "backends/cpu/cpu_attention_tmpl.h"
+#undef T
+#undef SFX
+#undef EXP
+#undef LOG
+
+static mf_status check(const char *what, mfi_cv *q, mfi_cv *k, mfi_cv *v)
+{
+    if (q->dtype != k->dtype || q->dtype != v->dtype) MF_FAIL(MF_ERR_DTYPE, "%s: q, k and v dtypes differ", what);
+    if (q->stride[3] != 1 || k->stride[3] != 1 || v->stride[3] != 1)
+        MF_FAIL(MF_ERR_INTERNAL, "%s: the last dim of q, k and v must be contiguous", what);
+    if (q->dtype != MF_F32 && q->dtype != MF_F64) MF_FAIL(MF_ERR_DTYPE, "%s: not a float dtype", what);
+    return MF_OK;
+}
+
+mf_status mfi_cpu_attention_fwd(const mfi_attn *p, mfi_cv *out, mfi_cv *lse, mfi_cv *q, mfi_cv *k, mfi_cv *v)
+{
+    MF_TRY(check("attention", q, k, v));
+    if (p->b * p->h * p->t == 0) return MF_OK;
+    if (q->dtype == MF_F32) attn_fwd_f32(p, out, lse, q, k, v);
+    else attn_fwd_f64(p, out, lse, q, k, v);
+    return MF_OK;
+}
+
+mf_status mfi_cpu_attention_bwd(const mfi_attn *p, mfi_cv *gq, mfi_cv *gk, mfi_cv *gv, mfi_cv *gout, mfi_cv *q,
+                                mfi_cv *k, mfi_cv *v, mfi_cv *out, mfi_cv *lse)
+{
+    MF_TRY(check("attention backward", q, k, v));
+    int64_t rows = p->b * p->h * p->t;
+    if (rows == 0) return MF_OK;
+    void *delta = malloc((size_t)rows * mf_dtype_size(q->dtype));
+    if (!delta) MF_FAIL(MF_ERR_NOMEM, "attention backward: out of memory");
+    if (q->dtype == MF_F32) attn_bwd_f32(p, gq, gk, gv, gout, q, k, v, out, lse, delta);
+    else attn_bwd_f64(p, gq, gk, gv, gout, q, k, v, out, lse, delta);
+    free(delta);
+    return MF_OK;
+}

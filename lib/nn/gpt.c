@@ -1,0 +1,358 @@
+/*
+ * lib/nn/gpt.c - GPT-2 (doc/gpt.md): token and learned position
+ * embeddings, pre-LayerNorm blocks of causal self-attention and a 4x MLP
+ * with tanh GELU, each around a residual connection, a final LayerNorm,
+ * and a head that shares the token embedding's weight.
+ *
+ * Parameter names, shapes and order are nanoGPT's state_dict
+ * ("transformer.h.0.attn.c_attn.weight" [3C, C], Linear layout), so a
+ * checkpoint loads into nanoGPT's GPT with h5py alone; the tied head is
+ * stored once, as transformer.wte.weight. Initialisation is GPT-2's:
+ * N(0, 0.02), the residual projections (c_proj) scaled by
+ * 1/sqrt(2 n_layer), zero biases, LayerNorm weight one; keyed by name,
+ * so any rank count draws the same values.
+ *
+ * The modules under the root hold parameters only; the root's forward
+ * runs the whole network, so what runs is in one place.
+ */
+#include <math.h>
+#include <stdio.h>
+#include "lib/nn/nn_internal.h"
+
+typedef struct gpt_priv {
+    mf_gpt_config c;
+} gpt_priv;
+
+/* ---------------------------------------------------------- the tree */
+static mf_tensor *part_forward(mf_module *m, mf_tensor *x)
+{
+    (void)x;
+    mfi_error(MF_ERR_ARG, "%s of a GPT: run the whole GPT (mf_module_forward on it, mf_gpt_hidden, mf_gpt_loss)",
+              mf_module_type(m));
+    return NULL;
+}
+
+static const mf_module_ops holder_ops[] = {
+    {"Embedding", part_forward, NULL, NULL, NULL},  {"LayerNorm", part_forward, NULL, NULL, NULL},
+    {"Linear", part_forward, NULL, NULL, NULL},     {"CausalSelfAttention", part_forward, NULL, NULL, NULL},
+    {"MLP", part_forward, NULL, NULL, NULL},        {"Block", part_forward, NULL, NULL, NULL},
+    {"ModuleList", part_forward, NULL, NULL, NULL}, {"Transformer", part_forward, NULL, NULL, NULL},
+};
+enum { H_EMB, H_LN, H_LIN, H_ATTN, H_MLP, H_BLOCK, H_LIST, H_TRANS };
+
+static mf_module *holder(int kind) { return mfi_module_new(&holder_ops[kind], 0); }
+
+/* a parameter of the given shape (zeros; the root's reset fills it) */
+static mf_status param(mf_module *m, const char *name, int ndim, int64_t a, int64_t b)
+{
+    mf_tensor *t = mf_zeros(MF_F32, ndim, (const int64_t[]){a, b});
+    if (!t) return mf_last_status();
+    mf_status st = mf_tensor_set_requires_grad(t, true);
+    if (st == MF_OK) st = mf_module_register_parameter(m, name, t);
+    mf_tensor_destroy(t);
+    return st;
+}
+
+static mf_status add(mf_module *parent, const char *name, mf_module *child)
+{
+    if (!child) return mf_last_status();
+    return mf_module_add_child(parent, name, child);
+}
+
+static mf_status add_ln(mf_module *parent, const char *name, int64_t C)
+{
+    mf_module *m = holder(H_LN);
+    if (!m) return mf_last_status();
+    mf_status st = param(m, "weight", 1, C, 0);
+    if (st == MF_OK) st = param(m, "bias", 1, C, 0);
+    if (st != MF_OK) {
+        mf_module_destroy(m);
+        return st;
+    }
+    return add(parent, name, m);
+}
+
+static mf_status add_linear(mf_module *parent, const char *name, int64_t in, int64_t out)
+{
+    mf_module *m = holder(H_LIN);
+    if (!m) return mf_last_status();
+    mf_status st = param(m, "weight", 2, out, in);
+    if (st == MF_OK) st = param(m, "bias", 1, out, 0);
+    if (st != MF_OK) {
+        mf_module_destroy(m);
+        return st;
+    }
+    return add(parent, name, m);
+}
+
+static mf_module *block(int64_t C)
+{
+    mf_module *b = holder(H_BLOCK), *attn = holder(H_ATTN), *mlp = holder(H_MLP);
+    mf_status st = b && attn && mlp ? MF_OK : mf_last_status();
+    if (st == MF_OK) st = add_linear(attn, "c_attn", C, 3 * C);
+    if (st == MF_OK) st = add_linear(attn, "c_proj", C, C);
+    if (st == MF_OK) st = add_linear(mlp, "c_fc", C, 4 * C);
+    if (st == MF_OK) st = add_linear(mlp, "c_proj", 4 * C, C);
+    if (st == MF_OK) st = add_ln(b, "ln_1", C);
+    if (st == MF_OK) {
+        st = add(b, "attn", attn);
+        attn = NULL;
+    }
+    if (st == MF_OK) st = add_ln(b, "ln_2", C);
+    if (st == MF_OK) {
+        st = add(b, "mlp", mlp);
+        mlp = NULL;
+    }
+    mf_module_destroy(attn);
+    mf_module_destroy(mlp);
+    if (st != MF_OK) {
+        mf_module_destroy(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* ------------------------------------------------------------ presets */
+mf_status mf_gpt_preset(const char *name, mf_gpt_config *c)
+{
+    static const struct {
+        const char *name;
+        mf_gpt_config c;
+    } presets[] = {
+        {"char", {4, 4, 128, 128, 256, 0.0}},           /* the quick start: bytes of text */
+        {"10m", {6, 6, 384, 256, 256, 0.0}},            /* about 10 M parameters over bytes */
+        {"gpt2", {12, 12, 768, 1024, 50257, 0.0}},
+        {"gpt2-medium", {24, 16, 1024, 1024, 50257, 0.0}},
+        {"gpt2-large", {36, 20, 1280, 1024, 50257, 0.0}},
+        {"gpt2-xl", {48, 25, 1600, 1024, 50257, 0.0}},
+    };
+    for (size_t i = 0; name && i < sizeof presets / sizeof *presets; i++)
+        if (!strcmp(name, presets[i].name)) {
+            *c = presets[i].c;
+            return MF_OK;
+        }
+    MF_FAIL(MF_ERR_ARG, "unknown GPT preset '%s' (expected char, 10m, gpt2, gpt2-medium, gpt2-large or gpt2-xl)",
+            name ? name : "(null)");
+}
+
+/* ------------------------------------------------------------ forward */
+static mf_tensor *get(const mf_module *m, const char *dotted)
+{
+    mf_tensor *t = mf_module_get(m, dotted);
+    if (!t) mfi_error(MF_ERR_INTERNAL, "GPT: no parameter %s", dotted);
+    return t;
+}
+
+/* y = x W^T + b with the Linear under m named name */
+static mf_tensor *lin(const mf_module *m, const char *name, mf_tensor *x)
+{
+    char w[64], b[64];
+    snprintf(w, sizeof w, "%s.weight", name);
+    snprintf(b, sizeof b, "%s.bias", name);
+    mf_tensor *tw = get(m, w), *tb = get(m, b);
+    return tw && tb ? mf_linear(x, tw, tb) : NULL;
+}
+
+static mf_tensor *ln(const mf_module *m, const char *name, mf_tensor *x)
+{
+    char w[64], b[64];
+    snprintf(w, sizeof w, "%s.weight", name);
+    snprintf(b, sizeof b, "%s.bias", name);
+    mf_tensor *tw = get(m, w), *tb = get(m, b);
+    return tw && tb ? mf_layer_norm(x, 1, tw, tb, 1e-5) : NULL;
+}
+
+/* x + f, consuming both */
+static mf_tensor *residual(mf_tensor *x, mf_tensor *f)
+{
+    mf_tensor *r = f ? mf_add(x, f) : NULL;
+    mf_tensor_destroy(x);
+    mf_tensor_destroy(f);
+    return r;
+}
+
+static mf_tensor *dropout(mf_tensor *x, double p, bool training)
+{
+    if (!x || p <= 0 || !training) return x;
+    mf_tensor *y = mf_dropout(x, p, true);
+    mf_tensor_destroy(x);
+    return y;
+}
+
+/* the heads read and written in place in qkv [B, T, 3C] and y [B, T, C] */
+static mf_tensor *attention(const mf_module *blk, const mf_gpt_config *c, mf_tensor *h)
+{
+    mf_tensor *qkv = lin(blk, "attn.c_attn", h), *y = qkv ? mf_causal_self_attention(qkv, c->n_head) : NULL;
+    mf_tensor *o = y ? lin(blk, "attn.c_proj", y) : NULL;
+    mf_tensor_destroy(qkv);
+    mf_tensor_destroy(y);
+    return o;
+}
+
+static mf_tensor *mlp(const mf_module *blk, mf_tensor *h)
+{
+    mf_tensor *f = lin(blk, "mlp.c_fc", h), *g = f ? mf_gelu_tanh(f) : NULL, *o = g ? lin(blk, "mlp.c_proj", g) : NULL;
+    mf_tensor_destroy(f);
+    mf_tensor_destroy(g);
+    return o;
+}
+
+const mf_gpt_config *mf_gpt_config_of(const mf_module *m)
+{
+    if (!m || strcmp(mf_module_type(m), "GPT")) return NULL;
+    return &((const gpt_priv *)mf_module_priv(m))->c;
+}
+
+mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
+{
+    const mf_gpt_config *c = mf_gpt_config_of(m);
+    if (!c) {
+        mfi_error(MF_ERR_ARG, "mf_gpt_hidden: the module is not a GPT");
+        return NULL;
+    }
+    if (mfi_check_input("mf_gpt_hidden", "idx", idx) != MF_OK) return NULL;
+    if (mf_tensor_ndim(idx) != 2 || mf_tensor_shape(idx)[1] > c->seq_len || mf_tensor_shape(idx)[1] < 1) {
+        char sh[64];
+        mfi_error(MF_ERR_SHAPE, "mf_gpt_hidden: tokens %s must be [B, T] with 1 <= T <= seq_len %d",
+                  mf_tensor_shape_str(idx, sh, sizeof sh), c->seq_len);
+        return NULL;
+    }
+    const int64_t T = mf_tensor_shape(idx)[1];
+    const bool tr = mf_module_is_training(m);
+    const mf_module *tf = mf_module_child(m, "transformer");
+    mf_tensor *wte = get(tf, "wte.weight"), *wpe = get(tf, "wpe.weight");
+    if (!wte || !wpe) return NULL;
+    /* positions 0..T-1 on the placement of the embedding */
+    mf_tensor *pos = mf_arange(MF_I64, T), *gpos = NULL;
+    const mf_placement *pl = mf_global_placement(wpe);
+    if (pos && pl) {
+        gpos = mf_to_global(pos, pl, "B");
+        mf_tensor_destroy(pos);
+        pos = gpos;
+    }
+    mf_tensor *tok = pos ? mf_embedding(wte, idx) : NULL, *pe = tok ? mf_embedding(wpe, pos) : NULL;
+    mf_tensor *x = pe ? mf_add(tok, pe) : NULL;
+    mf_tensor_destroy(pos);
+    mf_tensor_destroy(tok);
+    mf_tensor_destroy(pe);
+    x = dropout(x, c->dropout, tr);
+    const mf_module *hs = mf_module_child(tf, "h");
+    for (int i = 0; x && i < c->n_layer; i++) {
+        const mf_module *b = mf_module_child_at(hs, i);
+        mf_tensor *h = ln(b, "ln_1", x), *a = h ? attention(b, c, h) : NULL;
+        mf_tensor_destroy(h);
+        x = residual(x, dropout(a, c->dropout, tr));
+        h = x ? ln(b, "ln_2", x) : NULL;
+        mf_tensor *f = h ? mlp(b, h) : NULL;
+        mf_tensor_destroy(h);
+        x = x ? residual(x, dropout(f, c->dropout, tr)) : NULL;
+    }
+    mf_tensor *y = x ? ln(tf, "ln_f", x) : NULL;
+    mf_tensor_destroy(x);
+    return y;
+}
+
+/* logits [B, T, V]: the head is the token embedding */
+static mf_tensor *gpt_forward(mf_module *m, mf_tensor *idx)
+{
+    mf_tensor *h = mf_gpt_hidden(m, idx), *w = h ? get(mf_module_child(m, "transformer"), "wte.weight") : NULL;
+    mf_tensor *y = w ? mf_linear(h, w, NULL) : NULL;
+    mf_tensor_destroy(h);
+    return y;
+}
+
+mf_tensor *mf_gpt_loss(mf_module *m, mf_tensor *idx, mf_tensor *targets)
+{
+    mf_tensor *h = mf_gpt_hidden(m, idx);
+    if (!h) return NULL;
+    if (mfi_check_input("mf_gpt_loss", "targets", targets) != MF_OK) {
+        mf_tensor_destroy(h);
+        return NULL;
+    }
+    const int64_t *s = mf_tensor_shape(h);
+    mf_tensor *w = get(mf_module_child(m, "transformer"), "wte.weight");
+    mf_tensor *h2 = w ? mf_reshape(h, 2, (const int64_t[]){s[0] * s[1], s[2]}) : NULL;
+    mf_tensor *t1 = h2 ? mf_reshape(targets, 1, (const int64_t[]){s[0] * s[1]}) : NULL;
+    mf_tensor *loss = t1 ? mf_linear_cross_entropy(h2, w, t1, MF_REDUCTION_MEAN) : NULL;
+    mf_tensor_destroy(h);
+    mf_tensor_destroy(h2);
+    mf_tensor_destroy(t1);
+    return loss;
+}
+
+/* ------------------------------------------------------ initialisation */
+static mf_status init_rec(mf_module *m, const char *prefix, uint64_t seed, double proj_std)
+{
+    for (int i = 0; i < m->nparams; i++) {
+        char name[256];
+        mfi_join_name(prefix, m->params[i].name, name, sizeof name);
+        mf_tensor *t = m->params[i].t;
+        bool is_ln = !strcmp(mf_module_type(m), "LayerNorm"), bias = !strcmp(m->params[i].name, "bias");
+        size_t n = strlen(name);
+        bool proj = n > 13 && !strcmp(name + n - 13, "c_proj.weight");
+        if (bias) MF_TRY(mf_fill_(t, 0.0));
+        else if (is_ln) MF_TRY(mf_fill_(t, 1.0));
+        else MF_TRY(mf_normal_keyed_(t, 0.0, proj ? proj_std : 0.02, seed, name));
+    }
+    for (int i = 0; i < m->nchildren; i++) {
+        char sub[256];
+        MF_TRY(init_rec(m->children[i].m, mfi_join_name(prefix, m->children[i].name, sub, sizeof sub), seed, proj_std));
+    }
+    return MF_OK;
+}
+
+static mf_status gpt_reset(mf_module *m, const char *prefix, uint64_t seed)
+{
+    const gpt_priv *p = m->priv;
+    return init_rec(m, prefix, seed, 0.02 / sqrt(2.0 * p->c.n_layer));
+}
+
+static void gpt_describe(const mf_module *m, char *buf, size_t size)
+{
+    const gpt_priv *p = m->priv;
+    snprintf(buf, size, "n_layer=%d, n_head=%d, n_embd=%d, seq_len=%d, vocab_size=%d, dropout=%g", p->c.n_layer,
+             p->c.n_head, p->c.n_embd, p->c.seq_len, p->c.vocab_size, p->c.dropout);
+}
+
+static const mf_module_ops gpt_ops = {"GPT", gpt_forward, gpt_reset, NULL, gpt_describe};
+
+mf_module *mf_model_gpt(const mf_gpt_config *c)
+{
+    if (!c || c->n_layer < 1 || c->n_head < 1 || c->n_embd < 1 || c->n_embd % c->n_head || c->seq_len < 1 ||
+        c->vocab_size < 2 || !(c->dropout >= 0 && c->dropout < 1)) {
+        if (!c) mfi_error(MF_ERR_ARG, "mf_model_gpt: no configuration");
+        else
+            mfi_error(MF_ERR_ARG, "mf_model_gpt: n_layer %d, n_head %d, n_embd %d, seq_len %d, vocab_size %d, dropout %g: "
+                      "need positive sizes, n_embd divisible by n_head, vocab_size >= 2 and dropout in [0, 1)",
+                      c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab_size, c->dropout);
+        return NULL;
+    }
+    mf_module *root = mfi_module_new(&gpt_ops, sizeof(gpt_priv));
+    if (!root) return NULL;
+    ((gpt_priv *)root->priv)->c = *c;
+    const int64_t C = c->n_embd;
+    mf_module *tf = holder(H_TRANS), *wte = holder(H_EMB), *wpe = holder(H_EMB), *hs = holder(H_LIST);
+    mf_status st = tf && wte && wpe && hs ? MF_OK : mf_last_status();
+    if (st == MF_OK) st = param(wte, "weight", 2, c->vocab_size, C);
+    if (st == MF_OK) st = param(wpe, "weight", 2, c->seq_len, C);
+    for (int i = 0; st == MF_OK && i < c->n_layer; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "%d", i);
+        st = add(hs, nm, block(C));
+    }
+    mf_module *parts[] = {wte, wpe, hs};
+    const char *names[] = {"wte", "wpe", "h"};
+    for (int i = 0; i < 3; i++) {
+        if (st == MF_OK) st = add(tf, names[i], parts[i]);
+        else mf_module_destroy(parts[i]);
+    }
+    if (st == MF_OK) st = add_ln(tf, "ln_f", C);
+    if (st == MF_OK) st = add(root, "transformer", tf);
+    else mf_module_destroy(tf);
+    if (st == MF_OK) st = mf_module_reset_parameters(root, mf_seed());
+    if (st != MF_OK) {
+        mf_module_destroy(root);
+        return NULL;
+    }
+    return root;
+}
