@@ -1,23 +1,27 @@
 #!/bin/sh
 # Installs the Debian packages mpiflow needs, skipping those already
 # present. Idempotent; run as root (or through sudo when available).
-#   scripts/install-deps.sh            build, test and run dependencies (and
-#                                      Slurm for tests/slurm.sh, when it installs)
-#   scripts/install-deps.sh --bench    also PyTorch, for bench/ comparisons
+#   scripts/install-deps.sh            build, test and run dependencies: the
+#                                      fortunes text for the GPT quick start,
+#                                      PyTorch and h5py for the GPT reference
+#                                      test (and Slurm for tests/slurm.sh, when
+#                                      it installs)
+#   scripts/install-deps.sh --bench    the same (PyTorch is a test dependency now)
 set -eu
 
 PKGS="build-essential autoconf automake libtool libtool-bin pkg-config
 mpich libmpich-dev libopenblas-dev libopenblas-openmp-dev libhwloc-dev hwloc
 libhdf5-mpich-dev hdf5-tools check zlib1g-dev librandom123-dev
-dataset-fashion-mnist gdb"
+dataset-fashion-mnist gdb fortunes gnuplot-nox"
+# PyTorch and h5py: the GPT reference test and bench/ comparisons
 BENCH_PKGS="python3-torch python3-numpy python3-h5py"
 # for tests/slurm.sh, which SKIPs without them: installed when possible
 SLURM_PKGS="slurm-wlm munge"
 
-want="$PKGS $SLURM_PKGS"
+want="$PKGS $BENCH_PKGS $SLURM_PKGS"
 for arg in "$@"; do
     case "$arg" in
-    --bench) want="$want $BENCH_PKGS" ;;
+    --bench) ;;   # always installed now
     -h | --help)
         sed -n '2,6s/^# \{0,1\}//p' "$0"
         exit 0

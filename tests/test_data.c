@@ -10,20 +10,8 @@
 
 static char dir[256];
 
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/mf_test_data_%d", (int)getpid());
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-}
+static void setup(void) { mf_test_tmpdir_make(dir, sizeof dir, "data"); }
+static void teardown(void) { mf_test_tmpdir_remove(dir); }
 
 /* Writes bytes to dir/name, gzip-compressed if gz. */
 static const char *put(const char *name, const void *data, size_t n, bool gz)

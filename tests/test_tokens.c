@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "tests/test_util.h"
 
@@ -14,18 +15,13 @@ static char dir[256];
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/mf_test_tokens_%d", (int)getpid());
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/texts", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    mf_test_tmpdir_make(dir, sizeof dir, "tokens");
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/texts", dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
 }
 
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-}
+static void teardown(void) { mf_test_tmpdir_remove(dir); }
 
 static const char *put(const char *name, const void *data, size_t n)
 {

@@ -241,3 +241,18 @@ double mf_test_gradcheck(const char *what, mf_test_fn fn, int n, mf_tensor **in,
     mf_tensor_destroy(w);
     return worst;
 }
+
+void mf_test_tmpdir_make(char *dir, size_t size, const char *tag)
+{
+    snprintf(dir, size, "/tmp/mf_test_%s_%d", tag, (int)getpid());
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+void mf_test_tmpdir_remove(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}

@@ -88,6 +88,11 @@ double mf_test_gradcheck(const char *what, mf_test_fn fn, int n, mf_tensor **in,
  * b is local. INFINITY if the sizes differ or either side has a NaN. */
 double mf_test_max_diff(mf_tensor *a, mf_tensor *b, bool relative);
 
+/* A fresh directory /tmp/mf_test_<tag>_<pid> into dir (for a Check
+ * fixture's setup), and its removal with everything in it (teardown). */
+void mf_test_tmpdir_make(char *dir, size_t size, const char *tag);
+void mf_test_tmpdir_remove(const char *dir);
+
 /* A random f64 tensor in [lo, hi) that requires grad. */
 mf_tensor *mf_test_rand64(int ndim, const int64_t *shape, double lo, double hi);
 
