@@ -2,9 +2,9 @@
 bin_PROGRAMS += mpiflow-train
 mpiflow_train_SOURCES = apps/train.c apps/train_opts.c apps/train_gpt.c apps/parallel.c apps/preempt.c
 mpiflow_train_LDADD = libmpiflow.la
-noinst_HEADERS += apps/train_opts.h apps/train_gpt.h apps/parallel.h apps/preempt.h
+noinst_HEADERS += apps/train_opts.h apps/train_gpt.h apps/parallel.h apps/preempt.h apps/ckpt_hf.h
 bin_PROGRAMS += mpiflow-ckpt
-mpiflow_ckpt_SOURCES = apps/ckpt_tool.c
+mpiflow_ckpt_SOURCES = apps/ckpt_tool.c apps/ckpt_hf.c
 mpiflow_ckpt_LDADD = libmpiflow.la -lm
 bin_PROGRAMS += mpiflow-generate
 mpiflow_generate_SOURCES = apps/generate.c
@@ -12,3 +12,9 @@ mpiflow_generate_LDADD = libmpiflow.la
 bin_PROGRAMS += mpiflow-bench
 mpiflow_bench_SOURCES = apps/bench_tool.c
 mpiflow_bench_LDADD = libmpiflow.la
+# mpiflow-plot: a shell script around gnuplot, with the version filled in
+bin_SCRIPTS += mpiflow-plot
+mpiflow-plot: $(top_srcdir)/apps/mpiflow-plot.in Makefile
+	$(AM_V_GEN)sed 's|@PACKAGE_VERSION@|$(PACKAGE_VERSION)|' $(top_srcdir)/apps/mpiflow-plot.in >$@ && chmod +x $@
+CLEANFILES += mpiflow-plot
+EXTRA_DIST += apps/mpiflow-plot.in

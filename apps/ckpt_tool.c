@@ -6,6 +6,8 @@
  *   mpiflow-ckpt verify FILE...     structure and checksums
  *   mpiflow-ckpt diff A B           max abs / rel difference per tensor
  *   mpiflow-ckpt stats FILE [NAME]  min, max, mean, std, norm, non-finite
+ *   mpiflow-ckpt export FILE OUT.safetensors, import IN.safetensors FILE
+ *                                   a GPT's weights to and from safetensors (apps/ckpt_hf.c)
  *
  * Exit status: 0 fine (or equal), 1 damaged (or different), 2 bad usage
  * or a file that cannot be read.
@@ -14,7 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "mpiflow.h"
+#include "apps/ckpt_hf.h"
 
 #define SLAB (1 << 22)   /* elements read at once */
 
@@ -35,10 +37,16 @@ static void usage(FILE *out)
             "                         tensors in only one file; exit 1 if they differ\n"
             "  stats FILE [NAME...]   per tensor: min, max, mean, std, L2 norm and the count\n"
             "                         of NaN/Inf values (all tensors, or those named)\n"
+            "  export FILE OUT.safetensors   the model's tensors as a safetensors file\n"
+            "  import IN.safetensors FILE    a GPT's weights into a new checkpoint (doc/gpt.md)\n"
             "\n"
             "options:\n"
             "  --atol X, --rtol X     diff: equal when |a-b| <= atol + rtol*|b| (default 0 0)\n"
             "  -q, --quiet            verify, diff: print only failures\n"
+            "  --layout mpiflow|hf-gpt2   export, import: the checkpoint's names and Linear\n"
+            "                         [out, in] weights (default), or Hugging Face GPT-2's names\n"
+            "                         with its Conv1D weights [in, out] (transposed on the way)\n"
+            "  --n-head H             import: attention heads (default n_embd / 64, GPT-2's)\n"
             "  --help                 this text\n"
             "  --version              the mpiflow version\n"
             "\n"
@@ -331,6 +339,8 @@ int main(int argc, char **argv)
 {
     double atol = 0, rtol = 0;
     bool quiet = false;
+    const char *layout = "mpiflow";
+    int n_head = 0;
     const char *cmd = NULL;
     char **args = calloc((size_t)argc, sizeof *args);
     int nargs = 0, rc = 2;
@@ -344,6 +354,16 @@ int main(int argc, char **argv)
         } else if (value) {
             if (!parse_tol(a, i + 1 < argc ? argv[i + 1] : NULL, !strcmp(a, "--atol") ? &atol : &rtol)) goto out;
             i++;
+        } else if (!strcmp(a, "--layout") || !strcmp(a, "--n-head")) {
+            const char *v = i + 1 < argc ? argv[++i] : NULL;
+            char *end = NULL;
+            long h = v && a[2] == 'n' ? strtol(v, &end, 10) : 0;
+            if (!v || (a[2] == 'l' && strcmp(v, "mpiflow") && strcmp(v, "hf-gpt2")) || (a[2] == 'n' && (*end || h < 1 || h > 4096))) {
+                fprintf(stderr, "mpiflow-ckpt: error: %s: '%s' is not %s\n", a, v ? v : "", a[2] == 'l' ? "mpiflow or hf-gpt2" : "a head count");
+                goto out;
+            }
+            if (a[2] == 'l') layout = v;
+            else n_head = (int)h;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             rc = 0;
@@ -368,8 +388,17 @@ int main(int argc, char **argv)
         for (int i = 0; i < nargs; i++) rc |= verify_one(args[i], quiet);
     } else if (!strcmp(cmd, "diff") && nargs == 2) rc = cmd_diff(args[0], args[1], atol, rtol, quiet);
     else if (!strcmp(cmd, "stats") && nargs >= 1) rc = cmd_stats(args[0], args + 1, nargs - 1);
-    else if (strcmp(cmd, "list") && strcmp(cmd, "verify") && strcmp(cmd, "diff") && strcmp(cmd, "stats"))
-        fprintf(stderr, "mpiflow-ckpt: error: unknown command '%s': one of list, verify, diff, stats\n", cmd);
+    else if ((!strcmp(cmd, "export") || !strcmp(cmd, "import")) && nargs == 2) {
+        if (mf_init(&argc, &argv) != MF_OK) {
+            fprintf(stderr, "mpiflow-ckpt: error: cannot start: %s\n", mf_last_error());
+            rc = 1;
+            goto out;
+        }
+        rc = cmd[0] == 'e' ? ckpt_export(args[0], args[1], layout) : ckpt_import(args[0], args[1], layout, n_head);
+        mf_finalize();
+    } else if (strcmp(cmd, "list") && strcmp(cmd, "verify") && strcmp(cmd, "diff") && strcmp(cmd, "stats") &&
+               strcmp(cmd, "export") && strcmp(cmd, "import"))
+        fprintf(stderr, "mpiflow-ckpt: error: unknown command '%s': one of list, verify, diff, stats, export, import\n", cmd);
     else
         fprintf(stderr, "mpiflow-ckpt: error: %s: wrong number of files (see --help)\n", cmd);
 out:

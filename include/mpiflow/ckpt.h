@@ -102,6 +102,27 @@ MF_API mf_status mf_ckpt_read_f64(const mf_ckpt_file *f, int i, int64_t row0, in
  * the data cannot be read or the entry is not valid. */
 MF_API mf_status mf_ckpt_verify_entry(const mf_ckpt_file *f, int i, uint64_t *computed);
 
+/* ---- Hugging Face's safetensors files (doc/gpt.md): an 8-byte header
+ * length, a JSON header naming each tensor's dtype, shape and byte range,
+ * then the data. mf_safetensors_open reads a whole file and checks the
+ * header against it (F32, F64, I32 and I64 tensors; little-endian hosts);
+ * NULL with MF_ERR_FORMAT naming the file and the fault otherwise. */
+typedef struct mf_safetensors mf_safetensors;
+typedef struct mf_st_tensor {
+    char name[256];
+    mf_dtype dtype;
+    int ndim;
+    int64_t shape[MF_MAX_DIMS];
+    const void *data;       /* inside the file's buffer, valid until close */
+} mf_st_tensor;
+MF_API mf_safetensors *mf_safetensors_open(const char *path);
+MF_API void mf_safetensors_close(mf_safetensors *s);
+MF_API int mf_safetensors_count(const mf_safetensors *s);
+MF_API const mf_st_tensor *mf_safetensors_at(const mf_safetensors *s, int i);   /* in header order */
+MF_API int mf_safetensors_find(const mf_safetensors *s, const char *name);     /* index, or -1 */
+/* Writes n local tensors under their names (data 8-byte aligned). */
+MF_API mf_status mf_safetensors_write(const char *path, int n, const char *const *names, mf_tensor *const *tensors);
+
 #ifdef __cplusplus
 }
 #endif
