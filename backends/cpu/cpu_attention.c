@@ -2,31 +2,39 @@
  * backends/cpu/cpu_attention.c - fused causal attention kernels (the
  * tiles and formulas are in cpu_attention_tmpl.h).
  */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
 
-enum { QR = 16, KC = 64 };   /* query rows and keys per tile */
+enum { QR = 64, KC = 64 };   /* query rows and keys per tile */
+/* every key tile starts at or before its query tile, so no row of a tile
+ * is masked whole (its softmax would be 0/0) */
+_Static_assert(KC % QR == 0, "a key tile must cover whole query tiles");
 
 #define T float
 #define SFX f32
 #define EXP expf
 #define LOG logf
+#define GEMM cblas_sgemm
 #include "backends/cpu/cpu_attention_tmpl.h"
 #undef T
 #undef SFX
 #undef EXP
 #undef LOG
+#undef GEMM
 #define T double
 #define SFX f64
 #define EXP exp
 #define LOG log
+#define GEMM cblas_dgemm
 #include "backends/cpu/cpu_attention_tmpl.h"
 #undef T
 #undef SFX
 #undef EXP
 #undef LOG
+#undef GEMM
 
 static mf_status check(const char *what, mfi_cv *q, mfi_cv *k, mfi_cv *v)
 {

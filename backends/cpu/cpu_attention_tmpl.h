@@ -1,20 +1,22 @@
 /*
  * backends/cpu/cpu_attention_tmpl.h - fused causal attention for one
- * element type (T, SFX), included by cpu_attention.c.
+ * element type (T, SFX, GEMM), included by cpu_attention.c.
  *
  * Forward, per (batch, head) and tile of QR query rows: the key tiles of
- * KC keys up to the diagonal are visited once, and each row keeps a
- * running maximum m, a running sum l of exp(s - m) and the unnormalised
- * output; a larger maximum rescales what is there (the online softmax of
- * flash attention). The scores of one tile are the only O(t) scratch.
- * The output row is divided by l at the end; lse = m + log(l).
+ * KC keys up to the diagonal are visited once. A tile's scores
+ * S = scale Q K^T are one small GEMM into a QR x KC scratch; each row
+ * keeps a running maximum m and a running sum l of exp(s - m), and a
+ * larger maximum rescales the unnormalised output rows already there
+ * (the online softmax of flash attention) before the second GEMM adds
+ * P V. The output row is divided by l at the end; lse = m + log(l).
  *
  * Backward, per (batch, head): delta_i = dO_i . O_i, then for every
- * query row i and key j <= i the weight is recomputed from lse,
- *   p = exp(scale q_i.k_j - lse_i),  ds = p (dO_i.v_j - delta_i),
- *   dV_j += p dO_i,  dQ_i += scale ds k_j,  dK_j += scale ds q_i,
- * in the same tiles. One thread owns a whole head, so the sums run in
- * one fixed order whatever the thread count.
+ * tile pair the weights are recomputed from lse,
+ *   P = exp(scale Q K^T - lse),  dS = scale P (dO V^T - delta),
+ *   dV += P^T dO,  dQ += dS K,  dK += dS^T Q,
+ * five GEMMs per tile pair. One thread owns a whole head and BLAS runs
+ * single-threaded inside the parallel region, so the sums run in one
+ * fixed order whatever the thread count.
  */
 #define CAT_(a, b) a##_##b
 #define CAT(a, b) CAT_(a, b)
@@ -28,14 +30,21 @@ static inline T FN(dot)(const T *a, const T *b, int64_t n)
     return s;
 }
 
-static inline void FN(axpy)(T *y, T a, const T *x, int64_t n)
-{
-    #pragma omp simd
-    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
-}
-
-/* view element (b, h, t, 0) */
+/* view element (b, h, t, 0), and a view's row stride as BLAS's ld */
 #define AT(v, b, h, t) ((T *)(v)->data + (b) * (v)->stride[0] + (h) * (v)->stride[1] + (t) * (v)->stride[2])
+#define LD(v) ((int)(v)->stride[2])
+
+/* scores of rows i0.. (ni) against keys j0.. (nc), scaled, masked above
+ * the diagonal: s[r * KC + c] */
+static void FN(scores)(T *s, const T *qi, int ldq, const T *kj, int ldk, int64_t ni, int64_t nc, int64_t D, T scale,
+                       int64_t i0, int64_t j0)
+{
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ni, (int)nc, (int)D, scale, qi, ldq, kj, ldk, 0, s, KC);
+    if (j0 + nc > i0 + 1)   /* a tile on the diagonal */
+        for (int64_t r = 0; r < ni; r++)
+            for (int64_t c = i0 + r - j0 + 1; c < nc; c++)
+                if (c >= 0) s[r * KC + c] = -INFINITY;
+}
 
 static void FN(attn_fwd)(const mfi_attn *p, mfi_cv *out, mfi_cv *lse, mfi_cv *q, mfi_cv *k, mfi_cv *v)
 {
@@ -45,38 +54,37 @@ static void FN(attn_fwd)(const mfi_attn *p, mfi_cv *out, mfi_cv *lse, mfi_cv *q,
     for (int64_t w = 0; w < B * H * tiles; w++) {
         const int64_t b = w / (H * tiles), h = w / tiles % H, i0 = (tiles - 1 - w % tiles) * QR;   /* long tiles first */
         const int64_t ni = N - i0 < QR ? N - i0 : QR;
-        T s[KC], m[QR], l[QR];
+        T s[QR * KC], m[QR], l[QR];
+        T *o0 = AT(out, b, h, i0);
         for (int64_t r = 0; r < ni; r++) {
             m[r] = -INFINITY;
             l[r] = 0;
-            T *o = AT(out, b, h, i0 + r);
+            T *o = o0 + r * out->stride[2];
             for (int64_t d = 0; d < D; d++) o[d] = 0;
         }
         for (int64_t j0 = 0; j0 < i0 + ni; j0 += KC) {
+            const int64_t nc = i0 + ni - j0 < KC ? i0 + ni - j0 : KC;
+            FN(scores)(s, AT(q, b, h, i0), LD(q), AT(k, b, h, j0), LD(k), ni, nc, D, scale, i0, j0);
             for (int64_t r = 0; r < ni; r++) {
-                const int64_t i = i0 + r, nc = i - j0 + 1 < KC ? i - j0 + 1 : KC;   /* keys j0 .. min(i, j0+KC-1) */
-                if (nc <= 0) continue;
-                const T *qi = AT(q, b, h, i);
-                T mx = m[r];
+                T *sr = s + r * KC, mx = m[r], sum = 0;
+                for (int64_t c = 0; c < nc; c++)
+                    if (sr[c] > mx) mx = sr[c];
                 for (int64_t c = 0; c < nc; c++) {
-                    s[c] = scale * FN(dot)(qi, AT(k, b, h, j0 + c), D);
-                    if (s[c] > mx) mx = s[c];
+                    sr[c] = EXP(sr[c] - mx);   /* exp(-inf) = 0 above the diagonal */
+                    sum += sr[c];
                 }
-                T alpha = EXP(m[r] - mx), sum = 0;   /* exp(-inf) = 0 on the first tile */
-                T *o = AT(out, b, h, i);
-                for (int64_t d = 0; d < D; d++) o[d] *= alpha;
-                for (int64_t c = 0; c < nc; c++) {
-                    T e = EXP(s[c] - mx);
-                    sum += e;
-                    FN(axpy)(o, e, AT(v, b, h, j0 + c), D);
-                }
+                T alpha = EXP(m[r] - mx), *o = o0 + r * out->stride[2];   /* exp(-inf) = 0 on the first tile */
+                if (alpha != 1)
+                    for (int64_t d = 0; d < D; d++) o[d] *= alpha;
                 l[r] = l[r] * alpha + sum;
                 m[r] = mx;
             }
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)ni, (int)D, (int)nc, 1, s, KC, AT(v, b, h, j0), LD(v),
+                 1, o0, LD(out));
         }
         T *ls = (T *)lse->data + (b * H + h) * N + i0;
         for (int64_t r = 0; r < ni; r++) {
-            T inv = (T)1 / l[r], *o = AT(out, b, h, i0 + r);
+            T inv = (T)1 / l[r], *o = o0 + r * out->stride[2];
             for (int64_t d = 0; d < D; d++) o[d] *= inv;
             ls[r] = m[r] + LOG(l[r]);
         }
@@ -91,7 +99,7 @@ static void FN(attn_bwd)(const mfi_attn *p, mfi_cv *gq, mfi_cv *gk, mfi_cv *gv, 
     #pragma omp parallel for if (cpu_par(B * H * N * N * D)) schedule(dynamic, 1)
     for (int64_t w = 0; w < B * H; w++) {
         const int64_t b = w / H, h = w % H, base = (b * H + h) * N;
-        T *delta = delta_all + base;
+        T *delta = delta_all + base, s[QR * KC], dp[QR * KC];
         const T *ls = (const T *)lse->data + base;
         for (int64_t i = 0; i < N; i++) {
             delta[i] = FN(dot)(AT(gout, b, h, i), AT(out, b, h, i), D);
@@ -100,26 +108,33 @@ static void FN(attn_bwd)(const mfi_attn *p, mfi_cv *gq, mfi_cv *gk, mfi_cv *gv, 
         }
         for (int64_t i0 = 0; i0 < N; i0 += QR) {
             const int64_t ni = N - i0 < QR ? N - i0 : QR;
-            for (int64_t j0 = 0; j0 < i0 + ni; j0 += KC)
+            const T *qi = AT(q, b, h, i0), *goi = AT(gout, b, h, i0);
+            for (int64_t j0 = 0; j0 < i0 + ni; j0 += KC) {
+                const int64_t nc = i0 + ni - j0 < KC ? i0 + ni - j0 : KC;
+                const T *kj = AT(k, b, h, j0), *vj = AT(v, b, h, j0);
+                FN(scores)(s, qi, LD(q), kj, LD(k), ni, nc, D, scale, i0, j0);
+                GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ni, (int)nc, (int)D, 1, goi, LD(gout), vj, LD(v), 0,
+                     dp, KC);
                 for (int64_t r = 0; r < ni; r++) {
-                    const int64_t i = i0 + r, nc = i - j0 + 1 < KC ? i - j0 + 1 : KC;
-                    const T *qi = AT(q, b, h, i), *goi = AT(gout, b, h, i);
-                    T *dqi = AT(gq, b, h, i);
+                    T *sr = s + r * KC, *dr = dp + r * KC, li = ls[i0 + r], di = delta[i0 + r];
                     for (int64_t c = 0; c < nc; c++) {
-                        const int64_t j = j0 + c;
-                        const T *kj = AT(k, b, h, j), *vj = AT(v, b, h, j);
-                        T pw = EXP(scale * FN(dot)(qi, kj, D) - ls[i]);
-                        T ds = pw * (FN(dot)(goi, vj, D) - delta[i]) * scale;
-                        FN(axpy)(AT(gv, b, h, j), pw, goi, D);
-                        FN(axpy)(dqi, ds, kj, D);
-                        FN(axpy)(AT(gk, b, h, j), ds, qi, D);
+                        sr[c] = EXP(sr[c] - li);                /* P */
+                        dr[c] = sr[c] * (dr[c] - di) * scale;   /* dS */
                     }
                 }
+                GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nc, (int)D, (int)ni, 1, s, KC, goi, LD(gout), 1,
+                     AT(gv, b, h, j0), LD(gv));
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)ni, (int)D, (int)nc, 1, dp, KC, kj, LD(k), 1,
+                     AT(gq, b, h, i0), LD(gq));
+                GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nc, (int)D, (int)ni, 1, dp, KC, qi, LD(q), 1,
+                     AT(gk, b, h, j0), LD(gk));
+            }
         }
     }
 }
 
 #undef AT
+#undef LD
 #undef FN
 #undef CAT
 #undef CAT_
