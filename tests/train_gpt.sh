@@ -3,8 +3,8 @@
 # that the test writes (bytes): it learns (the validation loss falls
 # below the unigram model's), data parallel on 2 and 3 ranks and ZeRO-1
 # give the 1-rank losses within 1e-5, a resumed run equals an unbroken
-# one, --metrics gets the validation loss, and bad data is refused with
-# exit 2 on every rank.
+# one, --metrics gets the validation loss, --trace every rank's spans,
+# and bad data is refused with exit 2 on every rank.
 . "$top_srcdir/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T="$TMPDIR_TEST"
@@ -44,11 +44,20 @@ SMALL="$SMALL --lr-schedule constant"
 run_train 1 $SMALL --steps 12 --log-every 1 --no-eval --metrics "$T/d1.csv" >/dev/null
 [ "$rc" -eq 0 ] || fail "1-rank reference exit $rc"
 for np in 2 3; do
-    run_train "$np" $SMALL --steps 12 --log-every 1 --no-eval --metrics "$T/d$np.csv" >/dev/null
+    run_train "$np" $SMALL --steps 12 --log-every 1 --no-eval --metrics "$T/d$np.csv" --trace "$T/t$np.json" >/dev/null
     [ "$rc" -eq 0 ] || { cat "$T/out"; fail "$np-rank dp exit $rc"; }
     close "$T/d1.csv" "$T/d$np.csv"
     echo "ok: dp on $np ranks equals 1 rank within 1e-5"
 done
+# --trace: every rank's forward, backward and gradient allreduce spans
+grep -q '^trace: .*t3.json; gradient communication' "$T/out" || fail "--trace: no summary line"
+for pid in 0 1 2; do
+    for name in forward backward "allreduce bucket 0"; do
+        grep -q "\"name\":\"$name[^\"]*\",\"cat\":\"[a-z]*\",\"ph\":\"X\",\"pid\":$pid," "$T/t3.json" ||
+            fail "trace: no '$name' span for rank $pid"
+    done
+done
+echo "ok: --trace on 3 ranks has every rank's spans"
 run_train 2 $SMALL --steps 12 --log-every 1 --no-eval --zero 1 --metrics "$T/z2.csv" >/dev/null
 [ "$rc" -eq 0 ] || { cat "$T/out"; fail "ZeRO-1 exit $rc"; }
 close "$T/d1.csv" "$T/z2.csv"
