@@ -35,7 +35,8 @@ static inline float exp_f32(float x)
 {
     x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
     const float big = 12582912.0f;   /* 1.5 * 2^23: adding it rounds to an integer */
-    float n = (x * 1.44269504088896341f + big) - big;
+    float xn = x == x ? x : 0.0f;    /* a NaN stays in r, not in the integer n */
+    float n = (xn * 1.44269504088896341f + big) - big;
     float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;   /* ln2 in two parts */
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
     int32_t bits = ((int32_t)n + 127) * (1 << 23);
