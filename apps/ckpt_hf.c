@@ -62,6 +62,18 @@ static mf_tensor *transposed(mf_tensor *t)
     return c;
 }
 
+/* c_attn's [3, C, C] and [3, C] as nanoGPT's [3C, C] and [3C] (a view);
+ * anything else as it is. Consumes t. */
+static mf_tensor *flat_qkv(mf_tensor *t)
+{
+    if (!t || mf_tensor_ndim(t) < 2 || mf_tensor_ndim(t) > 3 || mf_tensor_shape(t)[0] != 3) return t;
+    const int64_t *s = mf_tensor_shape(t);
+    bool w = mf_tensor_ndim(t) == 3 && s[1] == s[2];
+    mf_tensor *v = mf_reshape(t, w ? 2 : 1, (const int64_t[]){3 * s[1], s[mf_tensor_ndim(t) - 1]});
+    mf_tensor_destroy(t);
+    return v;
+}
+
 int ckpt_export(const char *in, const char *out, const char *layout)
 {
     bool hf = !strcmp(layout, "hf-gpt2");
@@ -75,7 +87,7 @@ int ckpt_export(const char *in, const char *out, const char *layout)
         if (strncmp(name, "model/", 6)) continue;   /* the weights, not the optimizer's state */
         name += 6;
         if (hf && !strncmp(name, "transformer.", 12)) name += 12;
-        mf_tensor *t = read_entry(f, i);
+        mf_tensor *t = flat_qkv(read_entry(f, i));
         if (t && hf && is_conv1d(name) && mf_tensor_ndim(t) == 2) {
             mf_tensor *tt = transposed(t);
             mf_tensor_destroy(t);
@@ -154,7 +166,12 @@ int ckpt_import(const char *in, const char *out, const char *layout, int n_head)
     for (int i = 0; l && i < l->n && !rc; i++) {
         const char *fname = file_name(s, l->items[i].name, hf, buf, sizeof buf);
         const mf_st_tensor *t = mf_safetensors_at(s, mf_safetensors_find(s, fname));
-        mf_tensor *p = l->items[i].tensor;
+        mf_tensor *p = t && t->ndim < mf_tensor_ndim(l->items[i].tensor) ? flat_qkv(mf_tensor_retain(l->items[i].tensor))
+                                                                    : mf_tensor_retain(l->items[i].tensor);
+        if (!p) {
+            rc = say(fname);
+            break;
+        }
         bool tr = hf && is_conv1d(fname) && mf_tensor_ndim(p) == 2;
         bool fits = t && t->ndim == mf_tensor_ndim(p);
         for (int d = 0; fits && d < t->ndim; d++) fits = t->shape[tr ? 1 - d : d] == mf_tensor_shape(p)[d];
@@ -162,6 +179,7 @@ int ckpt_import(const char *in, const char *out, const char *layout, int n_head)
             fprintf(stderr, "mpiflow-ckpt: error: %s: %s %s (the model needs it %s, from n_layer %d, n_embd %d)\n", in,
                     fname, t ? "has another shape" : "is missing", tr ? "transposed: Conv1D [in, out]" : "as the model's",
                     L, C);
+            mf_tensor_destroy(p);
             rc = 2;
             break;
         }
@@ -171,6 +189,7 @@ int ckpt_import(const char *in, const char *out, const char *layout, int n_head)
         if (!v || mf_copy_(p, v) != MF_OK) rc = say(fname);
         mf_tensor_destroy(src);
         mf_tensor_destroy(v);
+        mf_tensor_destroy(p);
     }
     int extra = -used;
     for (int i = 0; i < mf_safetensors_count(s); i++) extra += !ignored(mf_safetensors_at(s, i)->name);

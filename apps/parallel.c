@@ -6,6 +6,9 @@
  *           (S(0) for a model with convolutions, which stay data parallel)
  *   hybrid  data S(0), parameters B, the last Linear S(0)
  *   2d      mesh R x C: Linear (B,S(0)), other parameters (B,B), data (S(0),B)
+ *   tp      a GPT on a mesh dp x tp: Megatron-LM's split along tp
+ *           (mf_gpt_parallelize), data (S(0),B); tp+sp adds sequence
+ *           parallelism
  * Conv layers keep B parameters in every mode.
  */
 #include <stdio.h>
@@ -199,6 +202,36 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
     return MF_OK;
 }
 
+/* --tensor-parallel N for a GPT: a mesh (ranks/N) x N, data parallel
+ * over its rows, Megatron-LM's split along its columns */
+static mf_status gpt_tp_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
+{
+    int n = mf_world_size(), tp = o->tensor_parallel;
+    if (o->parallel && strcmp(o->parallel, "dp")) {
+        snprintf(err, len, "--tensor-parallel: --parallel %s; tensor parallelism combines with dp only", o->parallel);
+        return MF_ERR_ARG;
+    }
+    if (n % tp) {
+        snprintf(err, len, "--tensor-parallel %d: the job's %d rank(s) do not form groups of %d", tp, n, tp);
+        return MF_ERR_ARG;
+    }
+    pp->mode = o->sequence_parallel ? "tp+sp" : "tp";
+    pp->mesh_r = n / tp;
+    pp->mesh_c = tp;
+    pp->data_sbp = "S(0),B";
+    int *all = malloc((size_t)n * sizeof *all);
+    if (!all) return MF_ERR_NOMEM;
+    for (int i = 0; i < n; i++) all[i] = i;
+    pp->p = mesh_placement(pp, n, all);
+    free(all);
+    if (!pp->p) return mf_last_status();
+    shard_of(pp);
+    mf_gpt_parallel gp = {1, o->sequence_parallel};
+    mf_status st = mf_gpt_parallelize(model, pp->p, &gp);
+    if (st != MF_OK) snprintf(err, len, "--tensor-parallel %d: %s", tp, mf_last_error());
+    return st;
+}
+
 mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
 {
     int n = mf_world_size();
@@ -206,6 +239,7 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
     pp->dev = strcmp(o->device, "cuda") ? MF_DEV_CPU : MF_DEV_CUDA;
     if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches || o->shards)
         return pipe_setup(pp, o, model, err, len);
+    if (o->tensor_parallel) return gpt_tp_setup(pp, o, model, err, len);
     pp->mode = o->parallel ? o->parallel : n > 1 ? "dp" : "none";
     if (!strcmp(pp->mode, "none")) return MF_OK;
     mf_status mst = mesh_for(pp, o, model, n, "the job has", err, len);
@@ -320,6 +354,9 @@ void par_describe(const par *pp, char *buf, size_t len)
         return;
     }
     if (!pp->p) snprintf(buf, len, "none (local tensors)");
+    else if (pp->mesh_r && !strncmp(pp->mode, "tp", 2))
+        snprintf(buf, len, "%s: %d data-parallel x %d tensor-parallel ranks%s (%s)", pp->mode, pp->mesh_r, pp->mesh_c,
+                 strcmp(pp->mode, "tp") ? ", sequence parallel" : "", mf_placement_str(pp->p, pl, sizeof pl));
     else if (pp->mesh_r) snprintf(buf, len, "%s on mesh %dx%d (%s)", pp->mode, pp->mesh_r, pp->mesh_c,
                                   mf_placement_str(pp->p, pl, sizeof pl));
     else snprintf(buf, len, "%s on ranks %s", pp->mode, mf_placement_str(pp->p, pl, sizeof pl));

@@ -379,6 +379,22 @@ static void print_profile(double elapsed)
     printf("  %-12s %10.3f %7.1f%%\n", "outside", elapsed - total, 100 * (elapsed - total) / elapsed);
 }
 
+/* this rank's communication per training step (doc/collectives.md) */
+static void print_comm(int64_t steps)
+{
+    mf_comm_tally t;
+    mf_comm_tally_get(&t);
+    printf("communication per step (rank 0, %lld steps):", (long long)steps);
+    bool any = false;
+    for (int k = 0; k < MF_COMM_KINDS; k++) {
+        if (!t.calls[k]) continue;
+        printf("%s %s %.2f calls %.4f MiB", any ? ";" : "", mf_comm_kind_name((mf_comm_kind)k),
+               (double)t.calls[k] / (double)steps, (double)t.bytes[k] / (double)steps / 1048576.0);
+        any = true;
+    }
+    printf("%s\n", any ? "" : " none");
+}
+
 /* Loss and throughput since the last log line. */
 typedef struct meter {
     double t0, t_log, window, sum, last_loss;
@@ -443,7 +459,10 @@ static int val_report(run *r, int64_t done)
 static int final_report(run *r, const meter *m)
 {
     double elapsed = mf_time() - m->t0;
-    if (r->o.profile && mf_rank() == 0) print_profile(elapsed);
+    if (r->o.profile && mf_rank() == 0) {
+        print_profile(elapsed);
+        if (r->total_steps > r->start_step) print_comm(r->total_steps - r->start_step);
+    }
     double test_loss = NAN, test_acc = NAN;
     if (r->o.eval && evaluate(r, &test_loss, &test_acc) != MF_OK) return report("evaluation", 1);
     if (r->gpt && mf_rank() == 0) {
@@ -543,6 +562,7 @@ static int train(run *r)
 {
     const train_opts *o = &r->o;
     mf_profile_reset();   /* count the training loop only */
+    mf_comm_tally_reset();
     meter m = {0};
     m.t0 = m.t_log = mf_time();
     m.last_loss = NAN;

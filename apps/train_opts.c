@@ -37,6 +37,11 @@ void train_opts_usage(FILE *f)
         "  --val-every K              validation loss every K steps (default: at the end)\n"
         "  --val-batches N            batches of the validation split per evaluation (default 20)\n"
         "  --no-shuffle               read windows in order (as llm.c's and nanoGPT's evaluation)\n"
+        "  --tensor-parallel N        Megatron-LM's tensor parallelism over groups of N consecutive\n"
+        "                             ranks (heads, MLP, vocabulary split), data parallel across\n"
+        "                             the groups: a mesh (ranks/N) x N (doc/parallelism.md)\n"
+        "  --sequence-parallel        with --tensor-parallel: LayerNorms and residuals split over\n"
+        "                             the sequence between the tensor-parallel regions\n"
         "length:\n"
         "  --epochs N                 passes over the training set (default 1)\n"
         "  --steps N                  optimizer steps instead of epochs\n"
@@ -197,7 +202,7 @@ enum {
     OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_FLETCHER,
     OPT_BUCKET, OPT_ZERO, OPT_TRACE, OPT_PP_STAGES, OPT_PP_CUTS, OPT_MICRO, OPT_PP_SCHED, OPT_DEVICE, OPT_PRECISION,
     OPT_DETERMINISTIC, OPT_PRESET, OPT_N_LAYER, OPT_N_HEAD, OPT_N_EMBD, OPT_SEQ_LEN, OPT_VOCAB, OPT_DROPOUT,
-    OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_NO_SHUFFLE, OPT_HELP, OPT_VERSION
+    OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_NO_SHUFFLE, OPT_TP, OPT_SP, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -257,6 +262,8 @@ static const struct option longopts[] = {
     {"val-every", required_argument, 0, OPT_VAL_EVERY},
     {"val-batches", required_argument, 0, OPT_VAL_BATCHES},
     {"no-shuffle", no_argument, 0, OPT_NO_SHUFFLE},
+    {"tensor-parallel", required_argument, 0, OPT_TP},
+    {"sequence-parallel", no_argument, 0, OPT_SP},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -477,6 +484,13 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             if (!parse_i64(v, 1, &o->val_batches)) return fail(err, len, "--val-batches: '%s' is not a positive integer", v);
             break;
         case OPT_NO_SHUFFLE: o->shuffle = false; break;
+        case OPT_TP: {
+            int64_t n;
+            if (!parse_i64(v, 1, &n) || n > 4096) return fail(err, len, "--tensor-parallel: '%s' is not a degree from 1 to 4096", v);
+            o->tensor_parallel = (int)n;
+            break;
+        }
+        case OPT_SP: o->sequence_parallel = true; break;
         case OPT_DETERMINISTIC: {
             int64_t n = -1;
             if (v && (!parse_i64(v, 1, &n) || n > 4096))
@@ -556,9 +570,12 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     if (!o->epochs && !o->steps) o->epochs = 1;
     bool gpt = !strcmp(o->model, "gpt");
     if (!gpt && (o->preset || o->n_layer || o->n_head || o->n_embd || o->seq_len || o->vocab_size || o->dropout >= 0 ||
-                 o->val_every || !o->shuffle))
+                 o->val_every || !o->shuffle || o->tensor_parallel || o->sequence_parallel))
         return fail(err, len, "--preset, --n-layer, --n-head, --n-embd, --seq-len, --vocab-size, --dropout, "
-                    "--val-every and --no-shuffle: only for --model gpt");
+                    "--val-every, --no-shuffle, --tensor-parallel and --sequence-parallel: only for --model gpt");
+    if (o->sequence_parallel && o->tensor_parallel < 2)
+        return fail(err, len, "--sequence-parallel: splits the sequence over the tensor-parallel ranks; give "
+                    "--tensor-parallel N with N >= 2");
     if (gpt != (!strncmp(o->dataset, "text:", 5) || !strncmp(o->dataset, "tokens:", 7)) && (gpt ? given_data : true))
         return fail(err, len, gpt ? "--model gpt: --dataset %s holds images; give text:PATH or tokens:GLOB"
                                   : "--dataset %s: text and tokens are for --model gpt", o->dataset);

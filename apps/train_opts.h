@@ -49,6 +49,8 @@ typedef struct train_opts {
     int n_layer, n_head, n_embd, seq_len, vocab_size;   /* 0: the preset's */
     double dropout;                   /* < 0: the preset's */
     int64_t val_every, val_batches;   /* validation loss every K steps (0: at the end only), on N batches */
+    int tensor_parallel;              /* --tensor-parallel N (0: not given) */
+    bool sequence_parallel;
     bool shuffle;                     /* false: --no-shuffle, windows in order */
 } train_opts;
 

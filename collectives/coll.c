@@ -127,6 +127,11 @@ mf_status mfi_alltoall(mfi_comm *c, const void *send, const int64_t *scounts, vo
                        const int64_t *rcounts, mf_dtype dt)
 {
     MF_TRY(check_comm("all-to-all", c, dt));
+    if (c->size > 1) {
+        int64_t sent = 0;
+        for (int r = 0; r < c->size; r++) sent += r == c->rank ? 0 : scounts[r];
+        mfi_tally(MF_COMM_ALLTOALL, sent * (int64_t)mf_dtype_size(dt));
+    }
     if (all_equal(c->size, scounts) && all_equal(c->size, rcounts) && scounts[0] == rcounts[0]) {
         int n = 0;
         MF_TRY(to_int("all-to-all", scounts[0], &n));
@@ -154,6 +159,7 @@ mf_status mfi_bcast(mfi_comm *c, void *buf, int64_t count, mf_dtype dt, int root
     MF_TRY(check_comm("broadcast", c, dt));
     MF_TRY(to_int("broadcast", count, &n));
     if (c->size == 1 || n == 0) return MF_OK;
+    mfi_tally(MF_COMM_BCAST, count * (int64_t)mf_dtype_size(dt));
     int tok = mfi_ledger_enter(c, "broadcast");
     int rc = MPI_Bcast(buf, n, mfi_mpi_type(dt), root, c->comm);
     mfi_ledger_leave(tok);
@@ -189,6 +195,9 @@ mf_status mfi_exchange_start(mfi_comm *c, const mfi_p2p *sends, int nsend, const
         if (rc != MPI_SUCCESS) st = mfi_mpi_fail(rc, "MPI_Irecv");
         x->peers[x->npeers++] = recvs[i].peer;
     }
+    int64_t sent = 0;
+    for (int i = 0; i < nsend; i++) sent += sends[i].peer == c->rank ? 0 : sends[i].count;
+    if (sent) mfi_tally(MF_COMM_P2P, sent * (int64_t)mf_dtype_size(dt));
     for (int i = 0; i < nsend && st == MF_OK; i++) {
         int n = 0;
         st = to_int("exchange", sends[i].count, &n);

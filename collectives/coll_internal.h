@@ -44,4 +44,7 @@ mf_status mfi_mpi_fail(int rc, const char *what);
         if (mpi_rc_ != MPI_SUCCESS) return mfi_mpi_fail(mpi_rc_, #call); \
     } while (0)
 
+/* Counts one collective of kind k moving nbytes (tally.c). */
+void mfi_tally(mf_comm_kind k, int64_t nbytes);
+
 #endif

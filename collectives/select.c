@@ -218,6 +218,7 @@ static mf_status allreduce_algo(mfi_comm *c, const void *send, void *recv, int64
     if (count == 0) return MF_OK;
     if (send != recv) memcpy(recv, send, (size_t)count * mf_dtype_size(dt));
     if (c->size == 1) return MF_OK;
+    mfi_tally(MF_COMM_ALLREDUCE, count * (int64_t)mf_dtype_size(dt));
     if (a == MF_COLL_AUTO) MF_TRY(mfi_coll_choose(MFI_ALLREDUCE, c, count * (int64_t)mf_dtype_size(dt), &a));
     if (mfi_coll_deterministic()) return mfi_allreduce_pieces(c, recv, c->size, recv, count, dt, a);
     return run_allreduce(c, recv, count, dt, a);
@@ -243,6 +244,7 @@ static mf_status pieces_algo(mfi_coll_op op, mfi_comm *c, const void *send, void
     }
     int64_t bytes = total_bytes(c, counts, dt);
     if (bytes == 0) return MF_OK;
+    mfi_tally(op == MFI_REDUCE_SCATTER ? MF_COMM_REDUCE_SCATTER : MF_COMM_ALLGATHER, bytes);
     if (op == MFI_REDUCE_SCATTER && mfi_coll_deterministic())
         return mfi_reduce_scatter_pieces(c, send, c->size, counts, recv, dt);
     if (a == MF_COLL_AUTO) MF_TRY(mfi_coll_choose(op, c, bytes, &a));

@@ -222,6 +222,10 @@ struct mf_custom_ctx {
     uint32_t saved_version[MFI_MAX_SAVED];
     int n_saved;
     mfi_meta out_meta;
+    /* global tensors, for the sbp and localize functions: the placement
+     * and the nd-SBP chosen for each input (NULL on local tensors) */
+    const struct mf_placement *placement;
+    const mf_nd_sbp *in_sbp;
 };
 
 enum {
@@ -286,6 +290,13 @@ mf_tensor *mfi_apply(const mfi_op *op, int n_in, mf_tensor *const *in, const voi
 /* The same for ops with a global input (lib/global/apply.c). */
 mf_tensor *mfi_global_apply(const mfi_op *op, int n_in, mf_tensor *const *in, const void *attrs,
                             size_t attrs_size);
+/* A one-element tensor of dtype dt on t's device. */
+mf_tensor *mfi_scalar_on(const mf_tensor *t, mf_dtype dt, double v);
+/* Rows split over ranks (embedding.c): the indices ix moved to this
+ * rank's rows, ix - first where that falls in [0, rows) and 0 elsewhere
+ * (*safe), and *mask, 1 there and 0 elsewhere, in dtype dt with a
+ * trailing axis of 1 to scale rows by. */
+mf_status mfi_local_rows(mf_tensor *ix, int64_t first, int64_t rows, mf_dtype dt, mf_tensor **safe, mf_tensor **mask);
 /* In forward: keeps t (as a detached alias) for backward. */
 mf_status mfi_save(mfi_call *c, mf_tensor *t);
 /* In backward: saved tensor i (borrowed), or NULL with an error if it

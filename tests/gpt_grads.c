@@ -28,7 +28,7 @@ int main(int argc, char **argv)
     mf_tensor_list *pl = m ? mf_module_parameters(m) : NULL;
     for (int i = 0; pl && i < pl->n; i++) {
         mf_tensor *t = pl->items[i].tensor;
-        mf_status st = mf_normal_keyed_(t, 0.0, mf_tensor_ndim(t) == 2 ? 0.3 : 0.5, 11, pl->items[i].name);
+        mf_status st = mf_normal_keyed_(t, 0.0, mf_tensor_ndim(t) >= 2 ? 0.3 : 0.5, 11, pl->items[i].name);
         if (st == MF_OK && strstr(pl->items[i].name, "ln_") && strstr(pl->items[i].name, ".weight")) {
             mf_tensor *one = mf_ones(MF_F32, mf_tensor_ndim(t), mf_tensor_shape(t));   /* LayerNorm weights near 1 */
             st = one ? mf_add_(t, one, 1.0) : mf_last_status();

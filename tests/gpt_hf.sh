@@ -37,7 +37,10 @@ def get(name):
     return np.frombuffer(raw[8 + n + a:8 + n + b], dtype=np.float32).reshape(e["shape"])
 with h5py.File(ck, "r") as f:
     m = f["model"]
-    assert np.array_equal(get("h.0.attn.c_attn.weight"), m["transformer.h.0.attn.c_attn.weight"][...].T)
+    w = m["transformer.h.0.attn.c_attn.weight"][...]   # [3, C, C]: nanoGPT's [3C, C], q, k, v leading
+    assert w.ndim == 3 and w.shape[0] == 3
+    assert np.array_equal(get("h.0.attn.c_attn.weight"), w.reshape(-1, w.shape[-1]).T)
+    assert get("h.0.attn.c_attn.bias").shape == (3 * w.shape[-1],)
     assert get("h.1.mlp.c_fc.weight").shape == (32, 128)
     assert np.array_equal(get("wte.weight"), m["transformer.wte.weight"][...])
     assert np.array_equal(get("h.1.ln_2.bias"), m["transformer.h.1.ln_2.bias"][...])

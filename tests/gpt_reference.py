@@ -33,8 +33,9 @@ def main():
     def ln(h, name):
         return F.layer_norm(h, (C,), p(name + ".weight"), p(name + ".bias"), 1e-5)
 
-    def lin(h, name, bias=True):
-        return F.linear(h, p(name + ".weight"), p(name + ".bias") if bias else None)
+    def lin(h, name, bias=True):   # c_attn is stored [3, C, C]: nanoGPT's [3C, C] with q, k, v leading
+        w = p(name + ".weight")
+        return F.linear(h, w.reshape(-1, w.shape[-1]), p(name + ".bias").reshape(-1) if bias else None)
 
     h = p("wte.weight")[x] + p("wpe.weight")[torch.arange(T)]
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))

@@ -25,7 +25,7 @@ START_TEST(names_and_init)
     ck_assert_int_eq(l->n, 2 + 12 * 2 + 2);
     for (int i = 0; i < 14; i++) ck_assert_str_eq(l->items[i].name, want[i]);
     ck_assert_str_eq(l->items[l->n - 1].name, "transformer.ln_f.bias");
-    ck_expect_shape(mf_module_get(m, "transformer.h.1.attn.c_attn.weight"), MF_DIMS(48, 16));
+    ck_expect_shape(mf_module_get(m, "transformer.h.1.attn.c_attn.weight"), MF_DIMS(3, 16, 16));
     ck_expect_shape(mf_module_get(m, "transformer.h.1.mlp.c_proj.weight"), MF_DIMS(16, 64));
     ck_expect_shape(mf_module_get(m, "transformer.wpe.weight"), MF_DIMS(8, 16));
     /* N(0, 0.02); residual projections 0.02 / sqrt(2 n_layer); zero biases, unit LayerNorm weights */

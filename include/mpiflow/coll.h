@@ -81,6 +81,25 @@ MF_API mf_status mf_iallgather(const void *send, void *recv, int64_t count, mf_d
 MF_API bool mf_test(mf_request *req);
 MF_API mf_status mf_wait(mf_request *req);
 
+/* What this rank's collectives have moved since start-up or the last
+ * reset, by kind (doc/collectives.md): every collective over more than
+ * one rank that mpiflow runs (boxing, gradient buckets, ZeRO, pipeline
+ * transfers) counts its message: an allreduce its buffer, a
+ * reduce-scatter its input, an allgather its output, an all-to-all and
+ * a point-to-point exchange what this rank sends, a broadcast its
+ * buffer. Not collective. */
+typedef enum mf_comm_kind {
+    MF_COMM_ALLREDUCE = 0, MF_COMM_REDUCE_SCATTER, MF_COMM_ALLGATHER, MF_COMM_ALLTOALL, MF_COMM_BCAST, MF_COMM_P2P,
+    MF_COMM_KINDS
+} mf_comm_kind;
+typedef struct mf_comm_tally {
+    int64_t calls[MF_COMM_KINDS];
+    int64_t bytes[MF_COMM_KINDS];
+} mf_comm_tally;
+MF_API void mf_comm_tally_get(mf_comm_tally *t);
+MF_API void mf_comm_tally_reset(void);
+MF_API const char *mf_comm_kind_name(mf_comm_kind k);   /* "allreduce", "reduce-scatter", ... */
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,6 +47,22 @@ MF_API mf_tensor *mf_gpt_hidden(mf_module *gpt, mf_tensor *tokens);
  * (mf_linear_cross_entropy): the full logits never exist. */
 MF_API mf_tensor *mf_gpt_loss(mf_module *gpt, mf_tensor *tokens, mf_tensor *targets);
 
+/* Tensor parallelism (Megatron-LM's layout) and sequence parallelism as
+ * SBP (doc/parallelism.md, "Transformers"). Makes every parameter global
+ * on p: split along mesh dimension tp_dim as Megatron-LM splits it
+ * (column-parallel c_attn and mlp.c_fc, row-parallel c_proj, a
+ * vocabulary-parallel embedding and tied head), B along the others. The
+ * forward then keeps the residual stream B along tp_dim (or S(1), the
+ * sequence, with sequence_parallel) and the planner inserts the
+ * allreduces (or reduce-scatters and allgathers). tp_dim -1: all
+ * parameters B (data parallel). The head count must divide by the
+ * degree; the vocabulary need not. Collective; on a local GPT. */
+typedef struct mf_gpt_parallel {
+    int tp_dim;               /* the tensor-parallel mesh dimension, or -1 */
+    bool sequence_parallel;   /* LayerNorms, dropout, residuals split over the sequence */
+} mf_gpt_parallel;
+MF_API mf_status mf_gpt_parallelize(mf_module *gpt, const mf_placement *p, const mf_gpt_parallel *o);
+
 /* Text generation (mpiflow-generate). */
 typedef struct mf_gpt_gen_opts {
     double temperature;   /* 0: always the most likely token */

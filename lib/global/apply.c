@@ -110,6 +110,7 @@ mf_tensor *mfi_global_apply(const mfi_op *op, int n_in, mf_tensor *const *in, co
 
     /* 1. global shapes */
     gc.op = op;
+    gc.placement = p;
     gc.n_in = n_in;
     gc.in = (mf_tensor **)in;
     gc.attrs = (void *)attrs;
@@ -169,6 +170,8 @@ mf_tensor *mfi_global_apply(const mfi_op *op, int n_in, mf_tensor *const *in, co
     }
 
     /* 4. the local op */
+    gc.placement = p;
+    gc.in_sbp = want;
     if (p->index >= 0) {
         mfi_box ob;
         mfi_region(&gc.out_meta, &osbp, p, p->coord, &ob);

@@ -4,10 +4,15 @@
  * with tanh GELU, each around a residual connection, a final LayerNorm,
  * and a head that shares the token embedding's weight.
  *
- * Parameter names, shapes and order are nanoGPT's state_dict
- * ("transformer.h.0.attn.c_attn.weight" [3C, C], Linear layout), so a
- * checkpoint loads into nanoGPT's GPT with h5py alone; the tied head is
- * stored once, as transformer.wte.weight. Initialisation is GPT-2's:
+ * Parameter names and order are nanoGPT's state_dict, in Linear layout,
+ * so a checkpoint loads into nanoGPT's GPT with h5py; the tied head is
+ * stored once, as transformer.wte.weight. One shape differs: the fused
+ * projection c_attn is [3, C, C] (bias [3, C]), nanoGPT's [3C, C] with
+ * q, k and v as a leading axis, so that tensor parallelism can split
+ * its output features (axis 1) into whole heads of each of q, k and v
+ * (doc/gpt.md); the values are nanoGPT's in the same order.
+ *
+ * Initialisation is GPT-2's:
  * N(0, 0.02), the residual projections (c_proj) scaled by
  * 1/sqrt(2 n_layer), zero biases, LayerNorm weight one; keyed by name,
  * so any rank count draws the same values.
@@ -21,7 +26,13 @@
 
 typedef struct gpt_priv {
     mf_gpt_config c;
+    mfi_gpt_par par;
 } gpt_priv;
+
+mfi_gpt_par *mfi_gpt_par_of(mf_module *m)
+{
+    return m && !strcmp(mf_module_type(m), "GPT") ? &((gpt_priv *)m->priv)->par : NULL;
+}
 
 /* ---------------------------------------------------------- the tree */
 static mf_tensor *part_forward(mf_module *m, mf_tensor *x)
@@ -85,11 +96,31 @@ static mf_status add_linear(mf_module *parent, const char *name, int64_t in, int
     return add(parent, name, m);
 }
 
+/* c_attn: weight [3, C, C], bias [3, C] */
+static mf_status add_qkv(mf_module *parent, int64_t C)
+{
+    mf_module *m = holder(H_LIN);
+    if (!m) return mf_last_status();
+    mf_tensor *w = mf_zeros(MF_F32, 3, (const int64_t[]){3, C, C}), *b = w ? mf_zeros(MF_F32, 2, (const int64_t[]){3, C}) : NULL;
+    mf_status st = b ? MF_OK : mf_last_status();
+    if (st == MF_OK) st = mf_tensor_set_requires_grad(w, true);
+    if (st == MF_OK) st = mf_tensor_set_requires_grad(b, true);
+    if (st == MF_OK) st = mf_module_register_parameter(m, "weight", w);
+    if (st == MF_OK) st = mf_module_register_parameter(m, "bias", b);
+    mf_tensor_destroy(w);
+    mf_tensor_destroy(b);
+    if (st != MF_OK) {
+        mf_module_destroy(m);
+        return st;
+    }
+    return add(parent, "c_attn", m);
+}
+
 static mf_module *block(int64_t C)
 {
     mf_module *b = holder(H_BLOCK), *attn = holder(H_ATTN), *mlp = holder(H_MLP);
     mf_status st = b && attn && mlp ? MF_OK : mf_last_status();
-    if (st == MF_OK) st = add_linear(attn, "c_attn", C, 3 * C);
+    if (st == MF_OK) st = add_qkv(attn, C);
     if (st == MF_OK) st = add_linear(attn, "c_proj", C, C);
     if (st == MF_OK) st = add_linear(mlp, "c_fc", C, 4 * C);
     if (st == MF_OK) st = add_linear(mlp, "c_proj", 4 * C, C);
@@ -179,22 +210,53 @@ static mf_tensor *dropout(mf_tensor *x, double p, bool training)
     return y;
 }
 
-/* the heads read and written in place in qkv [B, T, 3C] and y [B, T, C] */
-static mf_tensor *attention(const mf_module *blk, const mf_gpt_config *c, mf_tensor *h)
+/* With tensor parallelism (mf_gpt_parallelize), t laid out as the
+ * residual stream (region false: B over the tensor-parallel dimension,
+ * or S(1), the sequence, with sequence parallelism), or as a
+ * tensor-parallel region's input (B); consumes t. Nothing to do
+ * otherwise. */
+static mf_tensor *relayout(const mfi_gpt_par *par, mf_tensor *t, bool region)
 {
-    mf_tensor *qkv = lin(blk, "attn.c_attn", h), *y = qkv ? mf_causal_self_attention(qkv, c->n_head) : NULL;
+    if (!t || par->tp_dim < 0) return t;
+    mf_nd_sbp s;
+    if (mf_global_nd_sbp(t, &s) != MF_OK) {
+        mf_tensor_destroy(t);
+        return NULL;
+    }
+    mf_sbp want = {!region && par->sp ? MF_SBP_S : MF_SBP_B, !region && par->sp ? 1 : 0};
+    if (s.d[par->tp_dim].kind == want.kind && (want.kind != MF_SBP_S || s.d[par->tp_dim].axis == want.axis)) return t;
+    s.d[par->tp_dim] = want;
+    char txt[96];
+    mf_tensor *r = mf_redistribute(t, mf_global_placement(t), mf_nd_sbp_str(&s, txt, sizeof txt));
+    mf_tensor_destroy(t);
+    return r;
+}
+
+/* the heads read and written in place in qkv [B, T, 3, C] and y [B, T, C]:
+ * with tensor parallelism, this rank's heads of q, k and v (S(3)) */
+static mf_tensor *attention(const mf_module *blk, const gpt_priv *p, mf_tensor *h)
+{
+    mf_tensor *qkv = lin(blk, "attn.c_attn", h), *y = qkv ? mf_causal_self_attention(qkv, p->c.n_head) : NULL;
     mf_tensor *o = y ? lin(blk, "attn.c_proj", y) : NULL;
     mf_tensor_destroy(qkv);
     mf_tensor_destroy(y);
-    return o;
+    return relayout(&p->par, o, false);   /* row parallel: P -> the residual stream's layout */
 }
 
-static mf_tensor *mlp(const mf_module *blk, mf_tensor *h)
+static mf_tensor *mlp(const mf_module *blk, const gpt_priv *p, mf_tensor *h)
 {
     mf_tensor *f = lin(blk, "mlp.c_fc", h), *g = f ? mf_gelu_tanh(f) : NULL, *o = g ? lin(blk, "mlp.c_proj", g) : NULL;
     mf_tensor_destroy(f);
     mf_tensor_destroy(g);
-    return o;
+    return relayout(&p->par, o, false);
+}
+
+/* "B" or "B,B": all broadcast on p's mesh */
+static const char *all_b(const mf_placement *p, char *buf, size_t size)
+{
+    size_t k = 0;
+    for (int d = 0; d < mf_placement_mesh_ndim(p) && k + 3 < size; d++) k += (size_t)snprintf(buf + k, size - k, d ? ",B" : "B");
+    return buf;
 }
 
 const mf_gpt_config *mf_gpt_config_of(const mf_module *m)
@@ -219,6 +281,7 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
     }
     const int64_t T = mf_tensor_shape(idx)[1];
     const bool tr = mf_module_is_training(m);
+    const gpt_priv *gp = m->priv;
     const mf_module *tf = mf_module_child(m, "transformer");
     mf_tensor *wte = get(tf, "wte.weight"), *wpe = get(tf, "wpe.weight");
     if (!wte || !wpe) return NULL;
@@ -226,11 +289,14 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
     mf_tensor *pos = mf_arange(MF_I64, T), *gpos = NULL;
     const mf_placement *pl = mf_global_placement(wpe);
     if (pos && pl) {
-        gpos = mf_to_global(pos, pl, "B");
+        char b[32];
+        gpos = mf_global_from_full(pos, pl, all_b(pl, b, sizeof b));   /* the same on every rank: no message */
         mf_tensor_destroy(pos);
         pos = gpos;
     }
-    mf_tensor *tok = pos ? mf_embedding(wte, idx) : NULL, *pe = tok ? mf_embedding(wpe, pos) : NULL;
+    /* vocabulary parallel: the lookup is P, summed into the residual stream */
+    mf_tensor *tok = pos ? relayout(&gp->par, mf_embedding(wte, idx), false) : NULL;
+    mf_tensor *pe = tok ? mf_embedding(wpe, pos) : NULL;
     mf_tensor *x = pe ? mf_add(tok, pe) : NULL;
     mf_tensor_destroy(pos);
     mf_tensor_destroy(tok);
@@ -239,15 +305,15 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
     const mf_module *hs = mf_module_child(tf, "h");
     for (int i = 0; x && i < c->n_layer; i++) {
         const mf_module *b = mf_module_child_at(hs, i);
-        mf_tensor *h = ln(b, "ln_1", x), *a = h ? attention(b, c, h) : NULL;
+        mf_tensor *h = relayout(&gp->par, ln(b, "ln_1", x), true), *a = h ? attention(b, gp, h) : NULL;
         mf_tensor_destroy(h);
         x = residual(x, dropout(a, c->dropout, tr));
-        h = x ? ln(b, "ln_2", x) : NULL;
-        mf_tensor *f = h ? mlp(b, h) : NULL;
+        h = x ? relayout(&gp->par, ln(b, "ln_2", x), true) : NULL;
+        mf_tensor *f = h ? mlp(b, gp, h) : NULL;
         mf_tensor_destroy(h);
         x = x ? residual(x, dropout(f, c->dropout, tr)) : NULL;
     }
-    mf_tensor *y = x ? ln(tf, "ln_f", x) : NULL;
+    mf_tensor *y = x ? relayout(&gp->par, ln(tf, "ln_f", x), true) : NULL;
     mf_tensor_destroy(x);
     return y;
 }
@@ -330,6 +396,7 @@ mf_module *mf_model_gpt(const mf_gpt_config *c)
     mf_module *root = mfi_module_new(&gpt_ops, sizeof(gpt_priv));
     if (!root) return NULL;
     ((gpt_priv *)root->priv)->c = *c;
+    ((gpt_priv *)root->priv)->par.tp_dim = -1;
     const int64_t C = c->n_embd;
     mf_module *tf = holder(H_TRANS), *wte = holder(H_EMB), *wpe = holder(H_EMB), *hs = holder(H_LIST);
     mf_status st = tf && wte && wpe && hs ? MF_OK : mf_last_status();

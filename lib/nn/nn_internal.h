@@ -35,6 +35,14 @@ mf_status mfi_init_uniform(mf_tensor *t, double bound, uint64_t seed, const char
 mf_status mfi_module_init_fresh(mf_module *m);
 /* The module that holds the dotted name's last part (*leaf), or NULL. */
 mf_module *mfi_module_owner(const mf_module *m, const char *dotted, const char **leaf);
+/* A GPT's tensor parallelism (gpt_parallel.c). */
+typedef struct mfi_gpt_par {
+    int tp_dim;   /* the mesh dimension; -1: none */
+    int tp;       /* its size */
+    bool sp;      /* sequence parallel */
+} mfi_gpt_par;
+/* The GPT's (mutable), or NULL for another module. */
+mfi_gpt_par *mfi_gpt_par_of(mf_module *m);
 /* A module with a private struct of `size` bytes (zeroed), or NULL. */
 mf_module *mfi_module_new(const mf_module_ops *ops, size_t priv_size);
 

@@ -127,7 +127,11 @@ mf_tensor *mf_causal_attention(mf_tensor *q, mf_tensor *k, mf_tensor *v)
 /* ------------------------------------------------ from a fused projection */
 typedef struct qkv_attrs {
     int n_head;
+    int64_t head_dim;   /* C / n_head of the global tensor */
 } qkv_attrs;
+
+/* C of qkv [B, T, 3C] or [B, T, 3, C] */
+static int64_t qkv_width(const mfi_meta *x) { return x->ndim == 4 ? x->shape[3] : x->shape[2] / 3; }
 
 static mf_status qkv_infer(mfi_call *c, mfi_meta *out)
 {
@@ -136,11 +140,13 @@ static mf_status qkv_infer(mfi_call *c, mfi_meta *out)
     char s1[128];
     if (!mf_dtype_is_float(x->dtype))
         MF_FAIL(MF_ERR_DTYPE, "mf_causal_self_attention: qkv is %s, not a float dtype", mf_dtype_name(x->dtype));
-    if (x->ndim != 3 || x->shape[2] % 3 || (x->shape[2] / 3) % a->n_head)
-        MF_FAIL(MF_ERR_SHAPE, "mf_causal_self_attention: qkv %s is not [B, T, 3C] with C divisible by %d heads",
-                mfi_meta_str(x, s1, sizeof s1), a->n_head);
+    bool ok = x->ndim == 3 ? x->shape[2] % 3 == 0 : x->ndim == 4 && x->shape[2] == 3;
+    if (!ok || qkv_width(x) % a->n_head)
+        MF_FAIL(MF_ERR_SHAPE, "mf_causal_self_attention: qkv %s is not [B, T, 3C] or [B, T, 3, C] with C divisible by "
+                "%d heads", mfi_meta_str(x, s1, sizeof s1), a->n_head);
     *out = *x;
-    out->shape[2] = x->shape[2] / 3;
+    out->ndim = 3;
+    out->shape[2] = qkv_width(x);
     return MF_OK;
 }
 
@@ -163,7 +169,7 @@ static mfi_view heads(void *data, mf_dtype dt, int64_t B, int64_t T, int64_t H, 
 static mfi_attn qkv_params(const mfi_call *c)
 {
     const qkv_attrs *a = c->attrs;
-    const int64_t *s = c->in_meta[0].shape, D = s[2] / 3 / a->n_head;
+    const int64_t *s = c->in_meta[0].shape, D = a->head_dim;
     return (mfi_attn){s[0], a->n_head, s[1], D, D ? 1.0 / sqrt((double)D) : 1.0};
 }
 
@@ -198,7 +204,7 @@ static mf_status qkv_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     mf_tensor *g = mfi_contiguous_raw(gy), *d = NULL;
     if (!g) return mf_last_status();
     mf_status st = MF_OK;
-    if (!(d = mfi_tensor_new(x->dtype, 3, x->shape))) MF_TRY_OUT(mf_last_status());
+    if (!(d = mfi_tensor_new(x->dtype, x->ndim, x->shape))) MF_TRY_OUT(mf_last_status());
     mf_dtype dt = x->dtype;
     mfi_view vq = heads(mf_tensor_data(x), dt, p.b, p.t, p.h, p.d, 0), vk = heads(mf_tensor_data(x), dt, p.b, p.t, p.h, p.d, 1);
     mfi_view vv = heads(mf_tensor_data(x), dt, p.b, p.t, p.h, p.d, 2), vo = heads(mf_tensor_data(o), dt, p.b, p.t, p.h, p.d, -1);
@@ -215,15 +221,44 @@ out:
     return st;
 }
 
-/* split over the batch */
+/* split over the batch; [B, T, 3, C] also over the heads (S(3), Megatron's
+ * tensor-parallel attention: each rank holds q, k and v of its heads) */
 static int qkv_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
 {
-    (void)c;
     mf_sbp in[1] = {mfi_S(0)};
-    return mfi_sig_add(sigs, 0, cap, 1, in, mfi_S(0));
+    int n = mfi_sig_add(sigs, 0, cap, 1, in, mfi_S(0));
+    in[0] = mfi_S(3);
+    return c->in_meta[0].ndim == 4 ? mfi_sig_add(sigs, n, cap, 1, in, mfi_S(2)) : n;
 }
 
-static const mfi_op qkv_op = {"mf_causal_self_attention", 0, qkv_infer, qkv_forward, qkv_backward, qkv_sbp, NULL};
+/* this rank's heads: its share of C */
+static void qkv_localize(const mfi_call *c, void *attrs, const mfi_box *ob)
+{
+    qkv_attrs *a = attrs;
+    (void)c;
+    if (!a->head_dim) return;
+    a->n_head = (int)(ob->count[2] / a->head_dim);
+    if (ob->count[2] % a->head_dim) a->n_head = -1;   /* refused in forward */
+}
+
+static mf_status qkv_check(const mfi_call *c)
+{
+    const qkv_attrs *a = c->attrs;
+    if (a->n_head < 0)
+        MF_FAIL(MF_ERR_SHAPE, "mf_causal_self_attention: the heads (%lld wide) do not split evenly over the ranks: "
+                "a rank holds %lld channels; the head count must divide by the tensor-parallel degree",
+                (long long)a->head_dim, (long long)qkv_width(&c->in_meta[0]));
+    return MF_OK;
+}
+
+static mf_status qkv_forward_checked(mfi_call *c, mf_tensor **out)
+{
+    MF_TRY(qkv_check(c));
+    return qkv_forward(c, out);
+}
+
+static const mfi_op qkv_op = {"mf_causal_self_attention", 0, qkv_infer, qkv_forward_checked, qkv_backward, qkv_sbp,
+                              qkv_localize};
 
 mf_tensor *mf_causal_self_attention(mf_tensor *qkv, int n_head)
 {
@@ -232,6 +267,7 @@ mf_tensor *mf_causal_self_attention(mf_tensor *qkv, int n_head)
         mfi_error(MF_ERR_ARG, "mf_causal_self_attention: %d heads", n_head);
         return NULL;
     }
-    qkv_attrs a = {n_head};
+    int64_t C = qkv->ndim == 4 ? qkv->shape[3] : qkv->ndim == 3 ? qkv->shape[2] / 3 : 0;
+    qkv_attrs a = {n_head, C / n_head};
     return mfi_apply(&qkv_op, 1, &qkv, &a, sizeof a);
 }

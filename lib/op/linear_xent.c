@@ -16,16 +16,29 @@
  * recomputed (the scheme of llm.c's fused classifier).
  *
  * SBP: rows split (x and target S(0), weight B): the loss is partial
- * per rank, as mf_cross_entropy.
+ * per rank, as mf_cross_entropy. Or the vocabulary split (weight S(0),
+ * x and target B: Megatron-LM's vocabulary-parallel cross-entropy):
+ * each rank makes the logits of its rows of the vocabulary only; the
+ * row maxima are gathered (N values per rank) and the sums of exp
+ * summed (N values), so each rank knows every row's log-sum-exp
+ * without any rank holding all logits. The loss is then P: the rank
+ * that holds a row's target subtracts its logit, the first rank adds
+ * the log-sum-exp. Its backward communicates nothing: dx is partial, as
+ * x is B, and each rank's weight gradient is its own rows'.
  */
 #include <math.h>
-#include "lib/internal.h"
+#include "lib/global/global_internal.h"
 
 enum { CHUNK_BYTES = 32 << 20 };   /* logits of one chunk, and as much again for its log-probabilities */
 
 typedef struct lx_attrs {
     mf_reduction r;
-    int64_t count;   /* mean: the divisor; 0 = N here */
+    int64_t count;    /* mean: the divisor; 0 = N here */
+    /* the vocabulary split over a mesh dimension (lx_localize) */
+    mfi_comm *vcomm;  /* the ranks that share the rows; NULL: all rows here */
+    int64_t vfirst;   /* this rank's first row of the vocabulary */
+    int vroot;        /* this rank adds the log-sum-exp terms */
+    int vdims;        /* mesh dimensions the vocabulary is split over (> 1: refused) */
 } lx_attrs;
 
 static mf_status lx_infer(mfi_call *c, mfi_meta *out)
@@ -60,6 +73,81 @@ static mfi_view rows_view(const mf_tensor *t, int64_t r0, int64_t n)
     return v;
 }
 
+/* the vocabulary-parallel forward (see the top of this file) */
+static mf_status lx_forward_vocab(mfi_call *c, mf_tensor *x, mf_tensor *w, mf_tensor *t, mf_tensor *out)
+{
+    const lx_attrs *a = c->attrs;
+    const int64_t N = x->shape[0], V = w->shape[0];
+    const int n = mfi_comm_size_of(a->vcomm);
+    int ax1 = 1, ax0 = 0;
+    mf_status st = MF_OK;
+    int64_t *cnt = malloc((size_t)n * sizeof *cnt);
+    mf_tensor *z = mf_matmul_t(x, w, false, true), *m = z ? mfi_reduce(MFI_RED_MAX, z, 1, &ax1, false) : NULL;
+    mf_tensor *all = m ? mfi_tensor_new(x->dtype, 2, (const int64_t[]){n, N}) : NULL, *gm = NULL, *gm1 = NULL;
+    mf_tensor *e = NULL, *sum = NULL, *lse = NULL, *safe = NULL, *mask = NULL, *ar = NULL, *oh = NULL, *zt = NULL;
+    mf_tensor *per = NULL, *tmp = NULL;
+    if (!cnt || !all) MF_TRY_OUT(cnt ? mf_last_status() : MF_ERR_NOMEM);
+    for (int i = 0; i < n; i++) cnt[i] = N;
+    MF_TRY_OUT(mfi_allgather(a->vcomm, mf_tensor_data(m), mf_tensor_data(all), cnt, x->dtype));
+    gm = mfi_reduce(MFI_RED_MAX, all, 1, &ax0, false);       /* every row's maximum */
+    gm1 = gm ? mf_unsqueeze(gm, 1) : NULL;
+    tmp = gm1 ? mf_sub(z, gm1) : NULL;
+    e = tmp ? mf_exp(tmp) : NULL;
+    sum = e ? mfi_reduce(MFI_RED_SUM, e, 1, &ax1, false) : NULL;
+    if (!sum) MF_TRY_OUT(mf_last_status());
+    MF_TRY_OUT(mfi_allreduce(a->vcomm, mf_tensor_data(sum), mf_tensor_data(sum), N, x->dtype));
+    mf_tensor_destroy(tmp);
+    tmp = mf_log(sum);
+    lse = tmp ? mf_add(tmp, gm) : NULL;
+    /* the target's logit, on the rank that holds its row */
+    if (!lse || mfi_local_rows(t, a->vfirst, V, x->dtype, &safe, &mask) != MF_OK) MF_TRY_OUT(mf_last_status());
+    mf_tensor_destroy(tmp);
+    tmp = mf_arange(t->dtype, V);
+    if (tmp && mf_tensor_device(t) != MF_DEV_CPU) {
+        ar = mf_to_device(tmp, mf_tensor_device(t));
+        mf_tensor_destroy(tmp);
+        tmp = ar;
+        ar = NULL;
+    }
+    mf_tensor *s1 = tmp ? mf_unsqueeze(safe, 1) : NULL, *eq = s1 ? mf_eq(s1, tmp) : NULL;
+    ar = eq ? mf_cast(eq, x->dtype) : NULL;
+    mf_tensor_destroy(s1);
+    mf_tensor_destroy(eq);
+    oh = ar ? mf_mul(ar, mask) : NULL;                         /* one-hot of the local targets */
+    mf_tensor_destroy(tmp);
+    tmp = oh ? mf_mul(z, oh) : NULL;
+    zt = tmp ? mfi_reduce(MFI_RED_SUM, tmp, 1, &ax1, false) : NULL;
+    per = zt ? (a->vroot ? mf_sub(lse, zt) : mf_neg(zt)) : NULL;
+    if (!per) MF_TRY_OUT(mf_last_status());
+    if (a->r == MF_REDUCTION_NONE) {
+        MF_TRY_OUT(mf_copy_(out, per));
+    } else {
+        mf_tensor_destroy(tmp);
+        tmp = mf_sum_all(per);
+        mf_tensor *sc = tmp && a->r == MF_REDUCTION_MEAN ? mf_scale(tmp, a->count ? 1.0 / (double)a->count : NAN)
+                                                         : mf_tensor_retain(tmp);
+        st = sc ? mf_copy_(out, sc) : mf_last_status();
+        mf_tensor_destroy(sc);
+        MF_TRY_OUT(st);
+    }
+    if (c->recording) {   /* softmax - onehot, for a unit upstream gradient */
+        mf_tensor *s2 = mf_unsqueeze(sum, 1), *p = s2 ? mf_div(e, s2) : NULL, *d = p ? mf_sub(p, oh) : NULL;
+        mf_tensor_destroy(s2);
+        mf_tensor_destroy(p);
+        if (!d) MF_TRY_OUT(mf_last_status());
+        st = mfi_save(c, x);
+        if (st == MF_OK) st = mfi_save(c, w);
+        if (st == MF_OK) st = mfi_save(c, d);
+        mf_tensor_destroy(d);
+        MF_TRY_OUT(st);
+    }
+out:
+    free(cnt);
+    mf_tensor *all_t[] = {z, m, all, gm, gm1, e, sum, lse, safe, mask, ar, oh, zt, per, tmp};
+    for (size_t i = 0; i < sizeof all_t / sizeof *all_t; i++) mf_tensor_destroy(all_t[i]);
+    return st;
+}
+
 static mf_status lx_forward(mfi_call *c, mf_tensor **out)
 {
     const lx_attrs *a = c->attrs;
@@ -67,6 +155,13 @@ static mf_status lx_forward(mfi_call *c, mf_tensor **out)
     mf_tensor *per = NULL, *logits = NULL, *logp = NULL, *dlogits = NULL, *ones = NULL;
     mf_status st = MF_OK;
     if (!x || !w || !t) MF_TRY_OUT(mf_last_status());
+    if (a->vdims > 1)
+        MF_FAIL_OUT(MF_ERR_ARG, "mf_linear_cross_entropy: the weight's rows are split over %d mesh dimensions; "
+                    "split the vocabulary over one", a->vdims);
+    if (a->vcomm) {
+        st = lx_forward_vocab(c, x, w, t, *out);
+        goto out;
+    }
     const int64_t N = x->shape[0], C = x->shape[1], V = w->shape[0];
     const size_t es = mf_dtype_size(x->dtype);
     int64_t rows = V ? (int64_t)(CHUNK_BYTES / ((size_t)V * es)) : N;
@@ -170,19 +265,35 @@ out:
     return st;
 }
 
-/* rows split: the reduced loss is then the sum of per-rank partials */
+/* rows split: the reduced loss is then the sum of per-rank partials;
+ * or the vocabulary split, the loss partial too */
 static int lx_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
 {
     const lx_attrs *a = c->attrs;
     mf_sbp in[3] = {mfi_S(0), mfi_B(), mfi_S(0)};
-    return mfi_sig_add(sigs, 0, cap, 3, in, a->r == MF_REDUCTION_NONE ? mfi_S(0) : mfi_P());
+    int n = mfi_sig_add(sigs, 0, cap, 3, in, a->r == MF_REDUCTION_NONE ? mfi_S(0) : mfi_P());
+    in[0] = mfi_B(), in[1] = mfi_S(0), in[2] = mfi_B();
+    return mfi_sig_add(sigs, n, cap, 3, in, mfi_P());
 }
 
 static void lx_localize(const mfi_call *c, void *attrs, const mfi_box *ob)
 {
     lx_attrs *a = attrs;
+    const mf_placement *p = c->placement;
     (void)ob;
     a->count = c->in_meta[0].shape[0];
+    for (int d = 0; d < p->mesh_ndim; d++) {
+        mf_sbp s = c->in_sbp[1].d[d];
+        if (s.kind != MF_SBP_S || s.axis != 0 || p->mesh[d] == 1) continue;
+        a->vdims++;
+        a->vcomm = p->dim_comm[d];
+        a->vroot = p->coord[d] == 0;
+    }
+    if (a->vcomm) {
+        mfi_box wb;
+        mfi_region(&c->in_meta[1], &c->in_sbp[1], p, p->coord, &wb);
+        a->vfirst = wb.start[0];
+    }
 }
 
 static const mfi_op lx_op = {"mf_linear_cross_entropy", 0, lx_infer, lx_forward, lx_backward, lx_sbp, lx_localize};
@@ -197,7 +308,7 @@ mf_tensor *mf_linear_cross_entropy(mf_tensor *x, mf_tensor *weight, mf_tensor *t
         mfi_error(MF_ERR_ARG, "%s: unknown reduction %d", fn, (int)r);
         return NULL;
     }
-    lx_attrs a = {r, 0};
+    lx_attrs a = {r, 0, NULL, 0, 0, 0};
     mf_tensor *in[3] = {x, weight, target};
     return mfi_apply(&lx_op, 3, in, &a, sizeof a);
 }

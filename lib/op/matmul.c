@@ -259,32 +259,46 @@ static mf_status lin_infer(mfi_call *c, mfi_meta *out)
     if (x->dtype != w->dtype || (b->ndim >= 0 && b->dtype != x->dtype))
         MF_FAIL(MF_ERR_DTYPE, "mf_linear: x is %s but weight is %s", mf_dtype_name(x->dtype), mf_dtype_name(w->dtype));
     if (!mf_dtype_is_float(x->dtype)) MF_FAIL(MF_ERR_DTYPE, "mf_linear: x is not a float tensor");
-    if (w->ndim != 2)
-        MF_FAIL(MF_ERR_SHAPE, "mf_linear: weight %s must be 2-D [out, in]", mfi_meta_str(w, s1, sizeof s1));
-    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+    if (w->ndim < 2 || x->ndim + w->ndim - 2 > MF_MAX_DIMS)
+        MF_FAIL(MF_ERR_SHAPE, "mf_linear: weight %s must be [out, in] or [out0, ..., in]", mfi_meta_str(w, s1, sizeof s1));
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[w->ndim - 1])
         MF_FAIL(MF_ERR_SHAPE, "mf_linear: x is %s but weight is %s: inner dims differ",
                 mfi_meta_str(x, s1, sizeof s1), mfi_meta_str(w, s2, sizeof s2));
-    if (b->ndim >= 0 && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+    bool bias_ok = b->ndim < 0 || b->ndim == w->ndim - 1;
+    for (int i = 0; bias_ok && b->ndim > 0 && i < b->ndim; i++) bias_ok = b->shape[i] == w->shape[i];
+    if (!bias_ok)
         MF_FAIL(MF_ERR_SHAPE, "mf_linear: bias %s does not match weight %s", mfi_meta_str(b, s1, sizeof s1),
                 mfi_meta_str(w, s2, sizeof s2));
     *out = *x;
-    out->shape[out->ndim - 1] = w->shape[0];
+    out->ndim = x->ndim - 1;
+    for (int i = 0; i < w->ndim - 1; i++) out->shape[out->ndim++] = w->shape[i];
     return MF_OK;
+}
+
+/* a contiguous N-D weight (bias) as [out, in] ([out]): a view */
+static mf_tensor *flat_weight(mf_tensor *t, bool bias)
+{
+    int64_t in = bias ? 1 : t->shape[t->ndim - 1], outf = in ? mf_tensor_numel(t) / in : 0;
+    if (t->ndim == (bias ? 1 : 2)) return mf_tensor_retain(t);
+    if (!in) outf = mfi_numel(t->ndim - 1, t->shape);
+    mf_tensor *c = mfi_contiguous_raw(t), *v = c ? mf_reshape(c, bias ? 1 : 2, (const int64_t[]){outf, in}) : NULL;
+    mf_tensor_destroy(c);
+    return v;
 }
 
 static mf_status lin_forward(mfi_call *c, mf_tensor **out)
 {
     const lin_attrs *la = c->attrs;
     mf_tensor *y = *out, *x = c->in[0], *w = c->in[1], *b = c->in[2];
-    int64_t in = w->shape[1], outf = w->shape[0], rows = mf_tensor_numel(x) / (in ? in : 1);
-    if (in == 0) rows = mfi_numel(x->ndim - 1, x->shape);
+    int64_t in = w->shape[w->ndim - 1], outf = mfi_numel(w->ndim - 1, w->shape), rows = mfi_numel(x->ndim - 1, x->shape);
     gemm_arg X = {0}, W = {0};
     mf_status st = MF_OK;
-    mf_tensor *br = NULL;
+    mf_tensor *br = NULL, *wf = flat_weight(w, false), *bf = b ? flat_weight(b, true) : NULL;
     /* x as [rows, in]: contiguous (under autocast, its bfloat16 values) */
     mf_tensor *xc = la->bf16 ? mfi_bf16_copy(x) : mfi_contiguous_raw(x);
-    mf_tensor *wr = la->bf16 ? mfi_bf16_copy(w) : mf_tensor_retain(w);
-    if (!xc || !wr) MF_TRY_OUT(mf_last_status());
+    mf_tensor *wr = !wf ? NULL : la->bf16 ? mfi_bf16_copy(wf) : mf_tensor_retain(wf);
+    if (!xc || !wr || (b && !bf)) MF_TRY_OUT(mf_last_status());
+    b = bf;
     MF_TRY_OUT(gemm_prepare(wr, true, &W));
     const mfi_backend *be = mfi_backend_of(y);
     br = b && la->bf16 ? mfi_bf16_copy(b) : NULL;   /* PyTorch's autocast casts the bias too */
@@ -319,6 +333,8 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
 out:
     mf_tensor_destroy(xc);
     mf_tensor_destroy(wr);
+    mf_tensor_destroy(wf);
+    mf_tensor_destroy(bf);
     mf_tensor_destroy(br);
     mf_tensor_destroy(X.t);
     mf_tensor_destroy(W.t);
@@ -338,17 +354,18 @@ static mf_status lin_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 static mf_status lin_grads(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 {
     const mfi_meta *xm = &c->in_meta[0], *wm = &c->in_meta[1];
-    int64_t in = wm->shape[1], outf = wm->shape[0], rows = mfi_numel(xm->ndim - 1, xm->shape);
+    int64_t in = wm->shape[wm->ndim - 1], outf = mfi_numel(wm->ndim - 1, wm->shape), rows = mfi_numel(xm->ndim - 1, xm->shape);
     int64_t s2[2] = {rows, outf};
     mf_status st = MF_OK;
     int si = 0;
     mf_tensor *x = c->needs_grad[1] ? mfi_saved(c, si++) : NULL;
     mf_tensor *w = c->needs_grad[0] ? mfi_saved(c, si++) : NULL;
     if ((c->needs_grad[1] && !x) || (c->needs_grad[0] && !w)) return mf_last_status();
-    mf_tensor *g2 = mf_reshape(gy, 2, s2), *x2 = NULL, *d = NULL;
+    mf_tensor *g2 = mf_reshape(gy, 2, s2), *x2 = NULL, *d = NULL, *w2 = NULL, *p = NULL;
     if (!g2) return mf_last_status();
     if (c->needs_grad[0]) {            /* gx = gy W */
-        d = mf_matmul_t(g2, w, false, false);
+        w2 = flat_weight(w, false);
+        d = w2 ? mf_matmul_t(g2, w2, false, false) : NULL;
         if (!d) MF_TRY_OUT(mf_last_status());
         gx[0] = mf_reshape(d, xm->ndim, xm->shape);
         if (!gx[0]) MF_TRY_OUT(mf_last_status());
@@ -356,34 +373,42 @@ static mf_status lin_grads(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     if (c->needs_grad[1]) {            /* gW = gy^T x */
         int64_t xs[2] = {rows, in};
         x2 = mf_reshape(x, 2, xs);
-        gx[1] = x2 ? mf_matmul_t(g2, x2, true, false) : NULL;
+        p = x2 ? mf_matmul_t(g2, x2, true, false) : NULL;
+        gx[1] = p ? mf_reshape(p, wm->ndim, wm->shape) : NULL;
         if (!gx[1]) MF_TRY_OUT(mf_last_status());
     }
     if (c->n_in > 2 && c->needs_grad[2]) {   /* gb = sum of gy over rows */
         int ax = 0;
-        gx[2] = mfi_reduce(MFI_RED_SUM, g2, 1, &ax, false);
+        mf_tensor *r = mfi_reduce(MFI_RED_SUM, g2, 1, &ax, false);
+        gx[2] = r ? mf_reshape(r, wm->ndim - 1, wm->shape) : NULL;
+        mf_tensor_destroy(r);
         if (!gx[2]) MF_TRY_OUT(mf_last_status());
     }
 out:
     mf_tensor_destroy(g2);
     mf_tensor_destroy(x2);
     mf_tensor_destroy(d);
+    mf_tensor_destroy(w2);
+    mf_tensor_destroy(p);
     return st;
 }
 
-/* data parallel on any batch axis; column parallel (weight S(0)); row
- * parallel (x S(last), weight S(1), bias added once as P); P through */
+/* data parallel on any batch axis; column parallel (weight S(j) on an
+ * output axis: the output's axis for it); row parallel (x S(last),
+ * weight S(last), bias added once as P); P through */
 static int lin_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
 {
-    int xl = c->in_meta[0].ndim, n = 0;
+    int xl = c->in_meta[0].ndim, wl = c->in_meta[1].ndim, n = 0;
     mf_sbp in[3];
     for (int i = 0; i < xl - 1; i++) {
         in[0] = mfi_S(i), in[1] = mfi_B(), in[2] = mfi_B();
         n = mfi_sig_add(sigs, n, cap, 3, in, mfi_S(i));
     }
-    in[0] = mfi_B(), in[1] = mfi_S(0), in[2] = mfi_S(0);
-    n = mfi_sig_add(sigs, n, cap, 3, in, mfi_S(xl - 1));
-    in[0] = mfi_S(xl - 1), in[1] = mfi_S(1), in[2] = mfi_P();
+    for (int j = 0; j < wl - 1; j++) {
+        in[0] = mfi_B(), in[1] = mfi_S(j), in[2] = mfi_S(j);
+        n = mfi_sig_add(sigs, n, cap, 3, in, mfi_S(xl - 1 + j));
+    }
+    in[0] = mfi_S(xl - 1), in[1] = mfi_S(wl - 1), in[2] = mfi_P();
     n = mfi_sig_add(sigs, n, cap, 3, in, mfi_P());
     in[0] = mfi_P(), in[1] = mfi_B(), in[2] = mfi_P();
     return mfi_sig_add(sigs, n, cap, 3, in, mfi_P());

@@ -75,15 +75,36 @@ static mf_status reshape_infer(mfi_call *c, mfi_meta *out)
     return MF_OK;
 }
 
+/* the ranks of p's mesh, all dims together (1 on local tensors) */
+static int64_t mesh_ranks(const mfi_call *c)
+{
+    int64_t n = 1;
+    for (int d = 0; c->placement && d < mf_placement_mesh_ndim(c->placement); d++)
+        n *= mf_placement_mesh_dim(c->placement, d);
+    return n;
+}
+
 /* S(a) survives while the dims up to a keep their sizes (flatten of the
- * features of a batch); B and P always. */
+ * features of a batch); and where the dims after the equal ones merge
+ * into one (or one splits into several) whose leading size divides by
+ * the ranks, so the blocks stay balanced splits: [B, T, C] S(0) ->
+ * [B T, C] S(0), and back. B and P always. */
 static int reshape_sbp(const mfi_call *c, mfi_sig *sigs, int cap)
 {
     const mfi_meta *x = &c->in_meta[0], *o = &c->out_meta;
-    int n = 0;
-    for (int a = 0; a < x->ndim && a < o->ndim && x->shape[a] == o->shape[a]; a++) {
+    int n = 0, a = 0;
+    for (; a < x->ndim && a < o->ndim && x->shape[a] == o->shape[a]; a++) {
         mf_sbp in = mfi_S(a);
         n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_S(a));
+    }
+    if (a < x->ndim && a < o->ndim) {
+        const mfi_meta *many = x->shape[a] < o->shape[a] ? x : o, *one = many == x ? o : x;
+        int64_t prod = 1;
+        for (int j = a; j < many->ndim && prod < one->shape[a]; j++) prod *= many->shape[j];
+        if (prod == one->shape[a] && many->shape[a] % mesh_ranks(c) == 0) {
+            mf_sbp in = mfi_S(a);
+            n = mfi_sig_add(sigs, n, cap, 1, &in, mfi_S(a));
+        }
     }
     mf_sbp p = mfi_P();
     return mfi_sig_add(sigs, n, cap, 1, &p, mfi_P());

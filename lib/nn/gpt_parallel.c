@@ -1,0 +1,72 @@
+/*
+ * lib/nn/gpt_parallel.c - tensor and sequence parallelism for a GPT as
+ * SBP (doc/parallelism.md, "Transformers"). Only the parameters'
+ * placement and SBP are chosen here; the forward (gpt.c) names the
+ * residual stream's layout, and the ops' signatures and the planner
+ * derive the rest. Along the tensor-parallel mesh dimension, Megatron-LM's
+ * layout:
+ *   wte                 S(0)  vocabulary parallel: the lookup is P, and the
+ *                             tied head's cross-entropy reduces its max and
+ *                             sum of exp over the ranks
+ *   attn.c_attn         S(1)  column parallel: whole heads of q, k and v
+ *   mlp.c_fc            S(0)  column parallel
+ *   attn.c_proj, mlp.c_proj   S(1) weight: row parallel, output P
+ *   everything else     B     (LayerNorms, wpe, the row-parallel biases)
+ * and B along every other dimension (data parallel).
+ */
+#include <stdio.h>
+#include "lib/nn/nn_internal.h"
+
+/* the tensor-parallel SBP of a GPT parameter, by its name's ending */
+static const char *tp_sbp(const char *name)
+{
+    static const struct {
+        const char *end, *sbp;
+    } rules[] = {
+        {"wte.weight", "S(0)"},          {"attn.c_attn.weight", "S(1)"}, {"attn.c_attn.bias", "S(1)"},
+        {"attn.c_proj.weight", "S(1)"},  {"mlp.c_fc.weight", "S(0)"},    {"mlp.c_fc.bias", "S(0)"},
+        {"mlp.c_proj.weight", "S(1)"},
+    };
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) {
+        size_t k = strlen(rules[i].end);
+        if (n >= k && !strcmp(name + n - k, rules[i].end) && (n == k || name[n - k - 1] == '.')) return rules[i].sbp;
+    }
+    return "B";
+}
+
+mf_status mf_gpt_parallelize(mf_module *gpt, const mf_placement *p, const mf_gpt_parallel *o)
+{
+    const mf_gpt_config *c = mf_gpt_config_of(gpt);
+    mfi_gpt_par *par = mfi_gpt_par_of(gpt);
+    if (!c || !par) MF_FAIL(MF_ERR_ARG, "mf_gpt_parallelize: the module is not a GPT");
+    if (!p || !o) MF_FAIL(MF_ERR_ARG, "mf_gpt_parallelize: no placement or options");
+    const int nd = mf_placement_mesh_ndim(p), d = o->tp_dim;
+    char pl[128];
+    mf_placement_str(p, pl, sizeof pl);
+    if (d < -1 || d >= nd)
+        MF_FAIL(MF_ERR_ARG, "mf_gpt_parallelize: tensor-parallel mesh dimension %d, but placement '%s' has %d", d, pl, nd);
+    if (o->sequence_parallel && d < 0)
+        MF_FAIL(MF_ERR_ARG, "mf_gpt_parallelize: sequence parallelism splits the sequence over the tensor-parallel "
+                "ranks; it needs a tensor-parallel dimension");
+    const int tp = d >= 0 ? mf_placement_mesh_dim(p, d) : 1;
+    if (c->n_head % tp)
+        MF_FAIL(MF_ERR_ARG, "mf_gpt_parallelize: %d heads do not split over %d tensor-parallel ranks (mesh dimension "
+                "%d of '%s'); pick a degree that divides the head count", c->n_head, tp, d, pl);
+    mf_tensor_list *l = mf_module_parameters(gpt);
+    if (!l) return mf_last_status();
+    mf_status st = MF_OK;
+    for (int i = 0; i < l->n && st == MF_OK; i++) {
+        char sbp[96];
+        size_t k = 0;
+        for (int e = 0; e < nd; e++)
+            k += (size_t)snprintf(sbp + k, sizeof sbp - k, "%s%s", e ? "," : "", e == d ? tp_sbp(l->items[i].name) : "B");
+        st = mf_module_param_to_global(gpt, l->items[i].name, p, sbp);
+    }
+    mf_tensor_list_destroy(l);
+    MF_TRY(st);
+    par->tp_dim = tp > 1 ? d : -1;
+    par->tp = tp;
+    par->sp = o->sequence_parallel && tp > 1;
+    return MF_OK;
+}

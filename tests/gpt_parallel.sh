@@ -1,0 +1,83 @@
+#!/bin/sh
+# Tensor and sequence parallelism of a GPT (doc/parallelism.md,
+# "Transformers") against the 1-rank run:
+#  - one forward and backward of a tiny GPT (4 heads, a vocabulary of
+#    23 that splits unevenly) under tp 2 and 4, tp+sp, dp x tp 2x2 and
+#    dp 2 (tests/gpt_parallel): the loss and every gradient within 1e-5
+#    of the largest of each tensor, and each run communicates exactly
+#    Megatron-LM's count of collectives and bytes;
+#  - mpiflow-train --tensor-parallel (and --sequence-parallel) for 10
+#    steps: the 1-rank losses and final parameters within 1e-5;
+#  - a checkpoint saved under tp 2 resumes on 1 rank and under tp+sp on
+#    4, and a tp 2 run resumed under tp 2 equals the unbroken one bit
+#    for bit;
+#  - a head count that tp does not divide, and tp that does not divide
+#    the ranks, are refused on every rank.
+. "$top_srcdir/tests/lib.sh"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+T="$TMPDIR_TEST"
+G="$top_builddir/tests/gpt_parallel"
+
+# close A B TOL: per "# name" block, max |a - b| / max |b| (each tensor's
+# scale) over all blocks
+close() {
+    paste -d' ' "$1" "$2" | awk -v tol="$3" '
+        function done() { if (n && m > 0 && d / m > w) w = d / m; if (n && m == 0 && d > w) w = d }
+        /^#/ { done(); d = 0; m = 0; n = 0; next }
+        { e = $1 - $2; if (e < 0) e = -e; b = $2 < 0 ? -$2 : $2; if (e > d) d = e; if (b > m) m = b; n++; all++ }
+        END { done(); printf "%d values, worst difference %.3g of the tensor'"'"'s largest\n", all, w; exit !(all > 0 && w <= tol) }'
+}
+
+"$MPIEXEC" -n 1 "$G" 1 0 "$T/g1" || fail "gpt_parallel on 1 rank"
+for run in "2 2 0" "4 4 0" "4 2 0" "2 2 1" "4 4 1" "4 2 1" "2 1 0"; do
+    set -- $run
+    "$MPIEXEC" -n "$1" "$G" "$2" "$3" "$T/g.$1.$2.$3" || fail "gpt_parallel: np $1 tp $2 sp $3"
+    close "$T/g.$1.$2.$3" "$T/g1" 1e-5 || fail "np $1 tp $2 sp $3: the loss or gradients differ from 1 rank"
+done
+
+# training: momentum SGD (Adam turns the float noise of a zero gradient,
+# c_attn's key bias, into steps of the learning rate's size)
+awk 'BEGIN { w[0] = "the"; w[1] = "cat"; w[2] = "sat"; w[3] = "on"; w[4] = "a"; w[5] = "mat"; w[6] = "and"; w[7] = "dog";
+             srand(7); for (i = 0; i < 1200; i++) { s = ""; n = 3 + int(rand() * 4);
+             for (j = 0; j < n; j++) s = s w[int(rand() * 8)] " "; print i % 10, s "." } }' >"$T/text.txt"
+SMALL="--model gpt --dataset text:$T/text.txt --n-layer 2 --n-head 4 --n-embd 32 --seq-len 16 --batch-size 8
+    --vocab-size 258 --optimizer momentum --lr 0.1 --lr-schedule constant --threads 1 --log-every 1 --no-eval --seed 3"
+
+# train TAG NP ARGS...: 10 steps -> $T/TAG.csv, $T/TAG.p
+train() {
+    tag=$1 np=$2
+    shift 2
+    # shellcheck disable=SC2086
+    run_train "$np" $SMALL --steps 10 --metrics "$T/$tag.csv" --dump-params "$T/$tag.p" "$@" >/dev/null
+    [ "$rc" -eq 0 ] || { cat "$T/out"; fail "$tag: exit $rc"; }
+}
+train r1 1
+for run in "tp2 2 2" "tp4 4 4" "dptp 4 2"; do
+    set -- $run
+    train "$1" "$2" --tensor-parallel "$3"
+    grep -q "parallel tp: $(($2 / $3)) data-parallel x $3 tensor-parallel" "$T/out" || fail "$1: not tp"
+    same_losses "$T/$1.csv" "$T/r1.csv" "$1 losses"
+    close "$T/$1.p" "$T/r1.p" 1e-5 || fail "$1: parameters differ from 1 rank"
+    train "$1sp" "$2" --tensor-parallel "$3" --sequence-parallel
+    grep -q "sequence parallel" "$T/out" || fail "$1sp: not sequence parallel"
+    same_losses "$T/$1sp.csv" "$T/r1.csv" "$1 + sp losses"
+    close "$T/$1sp.p" "$T/r1.p" 1e-5 || fail "$1sp: parameters differ from 1 rank"
+done
+
+# checkpoints: 5 steps under tp 2, then 5 more elsewhere
+run_train 2 $SMALL --steps 5 --tensor-parallel 2 --checkpoint "$T/c.h5" >/dev/null
+[ "$rc" -eq 0 ] || { cat "$T/out"; fail "tp 2 first half: exit $rc"; }
+for run in "1 x1" "4 xsp --tensor-parallel 4 --sequence-parallel" "2 xtp --tensor-parallel 2"; do
+    set -- $run
+    np=$1 tag=$2
+    shift 2
+    run_train "$np" $SMALL --steps 10 --resume "$T/c.h5" --dump-params "$T/$tag.p" "$@" >/dev/null
+    [ "$rc" -eq 0 ] || { cat "$T/out"; fail "resume $tag: exit $rc"; }
+    close "$T/$tag.p" "$T/r1.p" 1e-5 || fail "resumed on $np rank(s) $*: parameters differ from the unbroken run"
+done
+cmp -s "$T/xtp.p" "$T/tp2.p" || fail "tp 2 resumed under tp 2 is not bit for bit the unbroken tp 2 run"
+echo "ok: a tp 2 checkpoint resumes on 1 rank and under tp+sp on 4; under tp 2 bit for bit"
+
+refused 4 "4 heads do not split over 3\|do not form groups of 3" $SMALL --steps 1 --tensor-parallel 3
+refused 4 "2 heads do not split over 4 tensor-parallel ranks" $SMALL --steps 1 --n-head 2 --tensor-parallel 4
+refused 2 "sequence-parallel: splits the sequence" $SMALL --steps 1 --sequence-parallel
