@@ -113,6 +113,10 @@ static mf_status build(run *r)
                  mf_last_error());
         return MF_ERR_ARG;
     }
+    if (r->gpt && o->recompute)
+        mf_gpt_set_recompute(r->model, !strcmp(o->recompute, "block") ? MF_RECOMPUTE_BLOCK
+                                       : !strcmp(o->recompute, "attn") ? MF_RECOMPUTE_ATTN
+                                                                        : MF_RECOMPUTE_NONE);
     mf_status pst = par_setup(&r->par, o, r->model, r->err, sizeof r->err);
     if (pst != MF_OK) return pst;
     r->params = mf_module_parameters(r->model);
@@ -689,9 +693,10 @@ int main(int argc, char **argv)
         char pd[256];
         par_describe(&r.par, pd, sizeof pd);
         printf("mpiflow-train: batch %lld, %s lr %g, %lld steps (%lld per epoch), %d rank(s) x %d thread(s), "
-               "parallel %s\n",
+               "parallel %s%s%s\n",
                (long long)r.o.batch_size, r.o.optimizer, r.o.lr, (long long)r.total_steps,
-               (long long)r.steps_per_epoch, mf_world_size(), mf_threads(), pd);
+               (long long)r.steps_per_epoch, mf_world_size(), mf_threads(), pd,
+               r.o.recompute ? ", recompute " : "", r.o.recompute ? r.o.recompute : "");
         char dd[512];
         if (strcmp(r.o.device, "cpu") || strcmp(r.o.precision, "fp32"))
             printf("mpiflow-train: device %s, precision %s\n", mf_device_describe(mf_default_device(), dd, sizeof dd),

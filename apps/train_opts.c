@@ -42,6 +42,9 @@ void train_opts_usage(FILE *f)
         "                             the groups: a mesh (ranks/N) x N (doc/parallelism.md)\n"
         "  --sequence-parallel        with --tensor-parallel: LayerNorms and residuals split over\n"
         "                             the sequence between the tensor-parallel regions\n"
+        "  --recompute none|block|attn   activation recompute: keep only each block's input (block)\n"
+        "                             or skip the attention half's activations (attn), and run\n"
+        "                             that forward again in backward (default none)\n"
         "length:\n"
         "  --epochs N                 passes over the training set (default 1)\n"
         "  --steps N                  optimizer steps instead of epochs\n"
@@ -202,7 +205,7 @@ enum {
     OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_FLETCHER,
     OPT_BUCKET, OPT_ZERO, OPT_TRACE, OPT_PP_STAGES, OPT_PP_CUTS, OPT_MICRO, OPT_PP_SCHED, OPT_DEVICE, OPT_PRECISION,
     OPT_DETERMINISTIC, OPT_PRESET, OPT_N_LAYER, OPT_N_HEAD, OPT_N_EMBD, OPT_SEQ_LEN, OPT_VOCAB, OPT_DROPOUT,
-    OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_NO_SHUFFLE, OPT_TP, OPT_SP, OPT_HELP, OPT_VERSION
+    OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_NO_SHUFFLE, OPT_TP, OPT_SP, OPT_RECOMPUTE, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -264,6 +267,7 @@ static const struct option longopts[] = {
     {"no-shuffle", no_argument, 0, OPT_NO_SHUFFLE},
     {"tensor-parallel", required_argument, 0, OPT_TP},
     {"sequence-parallel", no_argument, 0, OPT_SP},
+    {"recompute", required_argument, 0, OPT_RECOMPUTE},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -491,6 +495,12 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             break;
         }
         case OPT_SP: o->sequence_parallel = true; break;
+        case OPT_RECOMPUTE: {
+            static const char *const modes[] = {"none", "block", "attn", NULL};
+            if (!one_of(v, modes)) return fail(err, len, "--recompute: '%s' is not one of none, block, attn", v);
+            o->recompute = v;
+            break;
+        }
         case OPT_DETERMINISTIC: {
             int64_t n = -1;
             if (v && (!parse_i64(v, 1, &n) || n > 4096))
@@ -570,9 +580,10 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     if (!o->epochs && !o->steps) o->epochs = 1;
     bool gpt = !strcmp(o->model, "gpt");
     if (!gpt && (o->preset || o->n_layer || o->n_head || o->n_embd || o->seq_len || o->vocab_size || o->dropout >= 0 ||
-                 o->val_every || !o->shuffle || o->tensor_parallel || o->sequence_parallel))
+                 o->val_every || !o->shuffle || o->tensor_parallel || o->sequence_parallel || o->recompute))
         return fail(err, len, "--preset, --n-layer, --n-head, --n-embd, --seq-len, --vocab-size, --dropout, "
-                    "--val-every, --no-shuffle, --tensor-parallel and --sequence-parallel: only for --model gpt");
+                    "--val-every, --no-shuffle, --tensor-parallel, --sequence-parallel and --recompute: only for "
+                    "--model gpt");
     if (o->sequence_parallel && o->tensor_parallel < 2)
         return fail(err, len, "--sequence-parallel: splits the sequence over the tensor-parallel ranks; give "
                     "--tensor-parallel N with N >= 2");

@@ -51,6 +51,7 @@ typedef struct train_opts {
     int64_t val_every, val_batches;   /* validation loss every K steps (0: at the end only), on N batches */
     int tensor_parallel;              /* --tensor-parallel N (0: not given) */
     bool sequence_parallel;
+    const char *recompute;            /* --recompute none|block|attn, NULL: none */
     bool shuffle;                     /* false: --no-shuffle, windows in order */
 } train_opts;
 

@@ -4,7 +4,7 @@ lib_libmf_core_la_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS) $(HDF5_CFLAGS)
 lib_libmf_core_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 lib_libmf_core_la_SOURCES = \
 	lib/device.c lib/tensor.c lib/runtime.c lib/profile.c lib/rng.c lib/trace.c \
-	lib/op.c lib/autograd.c \
+	lib/op.c lib/autograd.c lib/recompute.c \
 	lib/op/elementwise.c lib/op/matmul.c lib/op/reduce.c lib/op/view.c lib/op/concat.c \
 	lib/op/softmax.c lib/op/embedding.c lib/op/conv2d.c lib/op/pool.c lib/op/norm.c \
 	lib/op/dropout.c lib/op/loss.c lib/op/to_device.c lib/op/autocast.c lib/op/attention.c lib/op/linear_xent.c \

@@ -174,6 +174,14 @@ void mfi_rng_leave(mfi_rng_scope saved);
 typedef struct mfi_rng_rows { int64_t nrows, base, chunk, stride; } mfi_rng_rows;
 void mfi_rng_set_rows(const mfi_rng_rows *r);   /* NULL: the default */
 mfi_rng_rows mfi_rng_get_rows(void);
+/* Everything the next draws depend on, to draw them again (recompute). */
+typedef struct mfi_rng_state {
+    mfi_rng_scope cur;
+    uint64_t top;
+    mfi_rng_rows rows;
+} mfi_rng_state;
+mfi_rng_state mfi_rng_save(void);
+void mfi_rng_restore(const mfi_rng_state *s);
 /* The element index that picks the random value of global element e of
  * a tensor of numel elements whose first dimension runs over the rows:
  * sample * (numel / nrows) + e's place within its sample. */

@@ -68,6 +68,15 @@ mfi_rng_scope mfi_rng_enter(uint64_t key, uint64_t n)
 
 void mfi_rng_leave(mfi_rng_scope saved) { cur = saved; }
 
+mfi_rng_state mfi_rng_save(void) { return (mfi_rng_state){cur, top_draws, rows}; }
+
+void mfi_rng_restore(const mfi_rng_state *s)
+{
+    cur = s->cur;
+    top_draws = s->top;
+    rows = s->rows;
+}
+
 void mfi_rng_set_rows(const mfi_rng_rows *r) { rows = r ? *r : (mfi_rng_rows){0, 0, 0, 0}; }
 mfi_rng_rows mfi_rng_get_rows(void) { return rows; }
 

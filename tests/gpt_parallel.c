@@ -4,7 +4,9 @@
  * mesh (ranks/TP) x TP, checks what it communicated against Megatron-LM's
  * count, and writes the loss and every gradient for the script to
  * compare with the 1-rank run.
- *   gpt_parallel TP SP OUT.txt        (SP 0 or 1)
+ *   gpt_parallel TP SP OUT.txt [RECOMPUTE [DROPOUT]]
+ * SP 0 or 1; RECOMPUTE none, block or attn (mf_gpt_set_recompute);
+ * DROPOUT the model's (default 0; above 0 the count is not checked).
  * The count, for L blocks, with a rows of activations [rows, C] per
  * rank (bytes A = 4 rows C) and tp > 1:
  *   tp    allreduce 2(2L+1) of A (the embedding's and each row-parallel
@@ -13,7 +15,9 @@
  *   tp+sp reduce-scatter 2(2L+1) of A and allgather 2(2L+1) of A instead
  *         of those allreduces (each one becomes a pair)
  * and nothing at all for tp 1 (data parallel only: the gradients are
- * synchronised after backward, outside what is counted).
+ * synchronised after backward, outside what is counted). Recompute runs
+ * the forward's collectives again in backward: 2 per block (block), 1
+ * (attn).
  * OUT.txt: "# loss", the loss, then "# NAME" and the gradient's values,
  * one per line, per parameter.
  */
@@ -39,10 +43,14 @@ static int expect(const mf_comm_tally *t, mf_comm_kind k, int64_t calls, int64_t
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: gpt_parallel TP SP OUT.txt\n");
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: gpt_parallel TP SP OUT.txt [none|block|attn [DROPOUT]]\n");
         return 2;
     }
+    const char *rc = argc > 4 ? argv[4] : "none";
+    const double dropout = argc > 5 ? atof(argv[5]) : 0.0;
+    const mf_gpt_recompute mode = !strcmp(rc, "block") ? MF_RECOMPUTE_BLOCK : !strcmp(rc, "attn") ? MF_RECOMPUTE_ATTN
+                                                                                                 : MF_RECOMPUTE_NONE;
     if (mf_init(&argc, &argv) != MF_OK) return 1;
     const int tp = atoi(argv[1]), sp = atoi(argv[2]), n = mf_world_size();
     if (tp < 1 || n % tp) {
@@ -50,7 +58,7 @@ int main(int argc, char **argv)
         return 2;
     }
     /* 4 heads; a vocabulary of 23 splits unevenly over 2 and 4 ranks */
-    const mf_gpt_config c = {2, 4, 16, 12, 23, 0.0};
+    const mf_gpt_config c = {2, 4, 16, 12, 23, dropout};
     const int64_t B = 4, T = 12, dp = n / tp;
     mf_manual_seed(11);
     mf_module *m = mf_model_gpt(&c);
@@ -62,6 +70,7 @@ int main(int argc, char **argv)
             return fail("init");
     }
     mf_tensor_list_destroy(pl);
+    if (mf_gpt_set_recompute(m, mode) != MF_OK) return fail("recompute");
     mf_tensor *x = mf_empty(MF_I64, MF_DIMS(B, T)), *y = mf_empty(MF_I64, MF_DIMS(B, T));
     int64_t *px = mf_tensor_data(x), *py = mf_tensor_data(y);
     for (int64_t i = 0; i < B * T; i++) {   /* a fixed, irregular batch */
@@ -101,12 +110,23 @@ int main(int argc, char **argv)
         want.calls[MF_COMM_ALLREDUCE] = 1;
         want.bytes[MF_COMM_ALLREDUCE] = 4 * rows;
     }
-    for (int k = 0; k < MF_COMM_KINDS; k++) bad |= expect(&t, (mf_comm_kind)k, want.calls[k], want.bytes[k]);
+    /* recompute: the recomputed part's forward collectives once more */
+    const int64_t again = mode == MF_RECOMPUTE_BLOCK ? 2 * L : mode == MF_RECOMPUTE_ATTN ? L : 0;
+    mf_comm_kind fwd = sp ? MF_COMM_REDUCE_SCATTER : MF_COMM_ALLREDUCE;
+    if (tp > 1) {
+        want.calls[fwd] += again;
+        want.bytes[fwd] += again * A;
+        if (sp) {   /* and the allgathers at the regions' inputs */
+            want.calls[MF_COMM_ALLGATHER] += again;
+            want.bytes[MF_COMM_ALLGATHER] += again * A;
+        }
+    }
+    for (int k = 0; k < MF_COMM_KINDS && dropout == 0; k++) bad |= expect(&t, (mf_comm_kind)k, want.calls[k], want.bytes[k]);
     if (mf_rank() == 0)
-        printf("gpt_parallel: tp %d%s on %d rank(s): allreduce %lld, reduce-scatter %lld, allgather %lld calls in "
-               "forward and backward%s\n", tp, sp ? " + sp" : "", n, (long long)t.calls[MF_COMM_ALLREDUCE],
-               (long long)t.calls[MF_COMM_REDUCE_SCATTER], (long long)t.calls[MF_COMM_ALLGATHER],
-               bad ? "" : ", as expected");
+        printf("gpt_parallel: tp %d%s on %d rank(s), recompute %s, dropout %g: allreduce %lld, reduce-scatter %lld, "
+               "allgather %lld calls in forward and backward%s\n", tp, sp ? " + sp" : "", n, rc, dropout,
+               (long long)t.calls[MF_COMM_ALLREDUCE], (long long)t.calls[MF_COMM_REDUCE_SCATTER],
+               (long long)t.calls[MF_COMM_ALLGATHER], bad ? "" : dropout > 0 ? "" : ", as expected");
     /* the gradients in the parameters' own layouts, then whole */
     mf_tensor_list *l = mf_module_parameters(m);
     mf_sgd_opts so = mf_sgd_defaults();

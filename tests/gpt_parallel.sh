@@ -6,8 +6,12 @@
 #    dp 2 (tests/gpt_parallel): the loss and every gradient within 1e-5
 #    of the largest of each tensor, and each run communicates exactly
 #    Megatron-LM's count of collectives and bytes;
+#  - activation recompute (block, attn) gives bit for bit the gradients
+#    without it, with dropout too (the masks are drawn again), on 1 rank
+#    and under tp and tp+sp, where it repeats the forward's collectives;
 #  - mpiflow-train --tensor-parallel (and --sequence-parallel) for 10
-#    steps: the 1-rank losses and final parameters within 1e-5;
+#    steps: the 1-rank losses and final parameters within 1e-5; with
+#    --recompute, bit for bit the run without;
 #  - a checkpoint saved under tp 2 resumes on 1 rank and under tp+sp on
 #    4, and a tp 2 run resumed under tp 2 equals the unbroken one bit
 #    for bit;
@@ -34,6 +38,20 @@ for run in "2 2 0" "4 4 0" "4 2 0" "2 2 1" "4 4 1" "4 2 1" "2 1 0"; do
     "$MPIEXEC" -n "$1" "$G" "$2" "$3" "$T/g.$1.$2.$3" || fail "gpt_parallel: np $1 tp $2 sp $3"
     close "$T/g.$1.$2.$3" "$T/g1" 1e-5 || fail "np $1 tp $2 sp $3: the loss or gradients differ from 1 rank"
 done
+
+# recompute: the same bits
+for run in "1 1 0" "2 2 0" "2 2 1" "4 2 1"; do
+    set -- $run
+    for drop in 0 0.2; do
+        "$MPIEXEC" -n "$1" "$G" "$2" "$3" "$T/rc.none" none "$drop" >/dev/null || fail "np $1 tp $2 sp $3 dropout $drop"
+        for mode in block attn; do
+            "$MPIEXEC" -n "$1" "$G" "$2" "$3" "$T/rc.$mode" "$mode" "$drop" || fail "recompute $mode: np $1 tp $2 sp $3"
+            cmp -s "$T/rc.$mode" "$T/rc.none" ||
+                fail "recompute $mode (np $1 tp $2 sp $3 dropout $drop): the gradients are not those without recompute"
+        done
+    done
+done
+echo "ok: recompute block and attn give the same bits as none, with dropout, on 1 rank and under tp and tp+sp"
 
 # training: momentum SGD (Adam turns the float noise of a zero gradient,
 # c_attn's key bias, into steps of the learning rate's size)
@@ -63,6 +81,13 @@ for run in "tp2 2 2" "tp4 4 4" "dptp 4 2"; do
     same_losses "$T/$1sp.csv" "$T/r1.csv" "$1 + sp losses"
     close "$T/$1sp.p" "$T/r1.p" 1e-5 || fail "$1sp: parameters differ from 1 rank"
 done
+
+for mode in block attn; do
+    train "rc$mode" 2 --tensor-parallel 2 --recompute "$mode"
+    grep -q "recompute $mode" "$T/out" || fail "--recompute $mode not reported"
+    cmp -s "$T/rc$mode.p" "$T/tp2.p" || fail "--recompute $mode: parameters are not bit for bit those without"
+done
+echo "ok: --recompute block and attn train bit for bit as without, under tp 2"
 
 # checkpoints: 5 steps under tp 2, then 5 more elsewhere
 run_train 2 $SMALL --steps 5 --tensor-parallel 2 --checkpoint "$T/c.h5" >/dev/null

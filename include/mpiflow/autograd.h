@@ -51,6 +51,17 @@ MF_API mf_tensor *mf_custom_saved(mf_custom_ctx *ctx, int i);     /* borrowed */
 MF_API void *mf_custom_user(mf_custom_ctx *ctx);
 MF_API bool mf_custom_needs_grad(mf_custom_ctx *ctx, int i);
 
+/* ---- activation recompute (doc/gpt.md, "Recompute")
+ * out = fn(user, n, in), keeping only the inputs for backward: nothing
+ * inside fn is recorded, and backward runs fn again from the inputs,
+ * with the random state and autocast mode of the first run (the same
+ * dropout masks), and back-propagates through it. The gradients are the
+ * ones without recompute; parameters fn uses get theirs as usual. fn
+ * must not consume its inputs, and user must stay valid until backward.
+ * Inputs may be global (all of them, or none). */
+typedef mf_tensor *(*mf_recompute_fn)(void *user, int n, mf_tensor *const *in);
+MF_API mf_tensor *mf_recompute(mf_recompute_fn fn, void *user, int n, mf_tensor *const *in);
+
 #ifdef __cplusplus
 }
 #endif

@@ -63,6 +63,14 @@ typedef struct mf_gpt_parallel {
 } mf_gpt_parallel;
 MF_API mf_status mf_gpt_parallelize(mf_module *gpt, const mf_placement *p, const mf_gpt_parallel *o);
 
+/* Activation recompute (doc/gpt.md, "Recompute"), with mf_recompute:
+ * BLOCK keeps only each block's input and runs the block's forward
+ * again in backward; ATTN does so for the attention half of each block
+ * (ln_1 to the residual) and keeps the MLP's activations. Gradients are
+ * bit for bit those of NONE. */
+typedef enum mf_gpt_recompute { MF_RECOMPUTE_NONE = 0, MF_RECOMPUTE_BLOCK, MF_RECOMPUTE_ATTN } mf_gpt_recompute;
+MF_API mf_status mf_gpt_set_recompute(mf_module *gpt, mf_gpt_recompute mode);
+
 /* Text generation (mpiflow-generate). */
 typedef struct mf_gpt_gen_opts {
     double temperature;   /* 0: always the most likely token */

@@ -24,9 +24,20 @@
 #include <stdio.h>
 #include "lib/nn/nn_internal.h"
 
+struct gpt_priv;
+/* what a block's sublayers need, per layer: it outlives the forward, for
+ * a recompute in backward */
+typedef struct blk_ctx {
+    const struct gpt_priv *gp;
+    const mf_module *b;
+    bool tr;
+} blk_ctx;
+
 typedef struct gpt_priv {
     mf_gpt_config c;
     mfi_gpt_par par;
+    mf_gpt_recompute recompute;
+    blk_ctx *ctx;   /* n_layer */
 } gpt_priv;
 
 mfi_gpt_par *mfi_gpt_par_of(mf_module *m)
@@ -193,15 +204,6 @@ static mf_tensor *ln(const mf_module *m, const char *name, mf_tensor *x)
     return tw && tb ? mf_layer_norm(x, 1, tw, tb, 1e-5) : NULL;
 }
 
-/* x + f, consuming both */
-static mf_tensor *residual(mf_tensor *x, mf_tensor *f)
-{
-    mf_tensor *r = f ? mf_add(x, f) : NULL;
-    mf_tensor_destroy(x);
-    mf_tensor_destroy(f);
-    return r;
-}
-
 static mf_tensor *dropout(mf_tensor *x, double p, bool training)
 {
     if (!x || p <= 0 || !training) return x;
@@ -259,6 +261,46 @@ static const char *all_b(const mf_placement *p, char *buf, size_t size)
     return buf;
 }
 
+/* x + dropout(attention(ln_1(x))); x borrowed (an mf_recompute_fn) */
+static mf_tensor *attn_sub(void *u, int n, mf_tensor *const *in)
+{
+    const blk_ctx *cx = u;
+    (void)n;
+    mf_tensor *h = relayout(&cx->gp->par, ln(cx->b, "ln_1", in[0]), true), *a = h ? attention(cx->b, cx->gp, h) : NULL;
+    mf_tensor *d = dropout(a, cx->gp->c.dropout, cx->tr), *r = d ? mf_add(in[0], d) : NULL;
+    mf_tensor_destroy(h);
+    mf_tensor_destroy(d);
+    return r;
+}
+
+/* x + dropout(mlp(ln_2(x))) */
+static mf_tensor *mlp_sub(void *u, int n, mf_tensor *const *in)
+{
+    const blk_ctx *cx = u;
+    (void)n;
+    mf_tensor *h = relayout(&cx->gp->par, ln(cx->b, "ln_2", in[0]), true), *f = h ? mlp(cx->b, cx->gp, h) : NULL;
+    mf_tensor *d = dropout(f, cx->gp->c.dropout, cx->tr), *r = d ? mf_add(in[0], d) : NULL;
+    mf_tensor_destroy(h);
+    mf_tensor_destroy(d);
+    return r;
+}
+
+/* the whole block */
+static mf_tensor *block_fn(void *u, int n, mf_tensor *const *in)
+{
+    mf_tensor *a = attn_sub(u, n, in), *r = a ? mlp_sub(u, 1, &a) : NULL;
+    mf_tensor_destroy(a);
+    return r;
+}
+
+mf_status mf_gpt_set_recompute(mf_module *m, mf_gpt_recompute mode)
+{
+    if (!mf_gpt_config_of(m)) MF_FAIL(MF_ERR_ARG, "mf_gpt_set_recompute: the module is not a GPT");
+    if ((unsigned)mode > MF_RECOMPUTE_ATTN) MF_FAIL(MF_ERR_ARG, "mf_gpt_set_recompute: unknown mode %d", (int)mode);
+    ((gpt_priv *)m->priv)->recompute = mode;
+    return MF_OK;
+}
+
 const mf_gpt_config *mf_gpt_config_of(const mf_module *m)
 {
     if (!m || strcmp(mf_module_type(m), "GPT")) return NULL;
@@ -304,14 +346,22 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
     x = dropout(x, c->dropout, tr);
     const mf_module *hs = mf_module_child(tf, "h");
     for (int i = 0; x && i < c->n_layer; i++) {
-        const mf_module *b = mf_module_child_at(hs, i);
-        mf_tensor *h = relayout(&gp->par, ln(b, "ln_1", x), true), *a = h ? attention(b, gp, h) : NULL;
-        mf_tensor_destroy(h);
-        x = residual(x, dropout(a, c->dropout, tr));
-        h = x ? relayout(&gp->par, ln(b, "ln_2", x), true) : NULL;
-        mf_tensor *f = h ? mlp(b, gp, h) : NULL;
-        mf_tensor_destroy(h);
-        x = x ? residual(x, dropout(f, c->dropout, tr)) : NULL;
+        blk_ctx *cx = &gp->ctx[i];
+        *cx = (blk_ctx){gp, mf_module_child_at(hs, i), tr};
+        mf_tensor *a = NULL, *nx = NULL;
+        switch (gp->recompute) {
+        case MF_RECOMPUTE_BLOCK: nx = mf_recompute(block_fn, cx, 1, &x); break;
+        case MF_RECOMPUTE_ATTN:
+            a = mf_recompute(attn_sub, cx, 1, &x);
+            nx = a ? mlp_sub(cx, 1, &a) : NULL;
+            break;
+        default:
+            a = attn_sub(cx, 1, &x);
+            nx = a ? mlp_sub(cx, 1, &a) : NULL;
+        }
+        mf_tensor_destroy(a);
+        mf_tensor_destroy(x);
+        x = nx;
     }
     mf_tensor *y = x ? relayout(&gp->par, ln(tf, "ln_f", x), true) : NULL;
     mf_tensor_destroy(x);
@@ -380,7 +430,9 @@ static void gpt_describe(const mf_module *m, char *buf, size_t size)
              p->c.n_head, p->c.n_embd, p->c.seq_len, p->c.vocab_size, p->c.dropout);
 }
 
-static const mf_module_ops gpt_ops = {"GPT", gpt_forward, gpt_reset, NULL, gpt_describe};
+static void gpt_destroy(mf_module *m) { free(((gpt_priv *)m->priv)->ctx); }
+
+static const mf_module_ops gpt_ops = {"GPT", gpt_forward, gpt_reset, gpt_destroy, gpt_describe};
 
 mf_module *mf_model_gpt(const mf_gpt_config *c)
 {
@@ -397,6 +449,11 @@ mf_module *mf_model_gpt(const mf_gpt_config *c)
     if (!root) return NULL;
     ((gpt_priv *)root->priv)->c = *c;
     ((gpt_priv *)root->priv)->par.tp_dim = -1;
+    if (!(((gpt_priv *)root->priv)->ctx = calloc((size_t)c->n_layer, sizeof(blk_ctx)))) {
+        mf_module_destroy(root);
+        mfi_error(MF_ERR_NOMEM, "mf_model_gpt: out of memory");
+        return NULL;
+    }
     const int64_t C = c->n_embd;
     mf_module *tf = holder(H_TRANS), *wte = holder(H_EMB), *wpe = holder(H_EMB), *hs = holder(H_LIST);
     mf_status st = tf && wte && wpe && hs ? MF_OK : mf_last_status();
