@@ -206,7 +206,7 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
  * over its rows, Megatron-LM's split along its columns */
 static mf_status gpt_tp_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
 {
-    int n = mf_world_size(), tp = o->tensor_parallel;
+    int n = mf_world_size(), tp = o->tensor_parallel ? o->tensor_parallel : 1;
     if (o->parallel && strcmp(o->parallel, "dp")) {
         snprintf(err, len, "--tensor-parallel: --parallel %s; tensor parallelism combines with dp only", o->parallel);
         return MF_ERR_ARG;
@@ -215,7 +215,8 @@ static mf_status gpt_tp_setup(par *pp, const train_opts *o, mf_module *model, ch
         snprintf(err, len, "--tensor-parallel %d: the job's %d rank(s) do not form groups of %d", tp, n, tp);
         return MF_ERR_ARG;
     }
-    pp->mode = o->sequence_parallel ? "tp+sp" : "tp";
+    pp->mode = o->sequence_parallel ? "tp+sp" : tp > 1 ? "tp" : "dp";
+    pp->zero = o->zero >= 2 ? o->zero : 0;
     pp->mesh_r = n / tp;
     pp->mesh_c = tp;
     pp->data_sbp = "S(0),B";
@@ -226,7 +227,7 @@ static mf_status gpt_tp_setup(par *pp, const train_opts *o, mf_module *model, ch
     free(all);
     if (!pp->p) return mf_last_status();
     shard_of(pp);
-    mf_gpt_parallel gp = {1, o->sequence_parallel};
+    mf_gpt_parallel gp = {1, o->sequence_parallel, o->zero >= 2 ? o->zero : 0};
     mf_status st = mf_gpt_parallelize(model, pp->p, &gp);
     if (st != MF_OK) snprintf(err, len, "--tensor-parallel %d: %s", tp, mf_last_error());
     return st;
@@ -239,7 +240,7 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
     pp->dev = strcmp(o->device, "cuda") ? MF_DEV_CPU : MF_DEV_CUDA;
     if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches || o->shards)
         return pipe_setup(pp, o, model, err, len);
-    if (o->tensor_parallel) return gpt_tp_setup(pp, o, model, err, len);
+    if (o->tensor_parallel || (o->zero >= 2 && mf_gpt_config_of(model))) return gpt_tp_setup(pp, o, model, err, len);
     pp->mode = o->parallel ? o->parallel : n > 1 ? "dp" : "none";
     if (!strcmp(pp->mode, "none")) return MF_OK;
     mf_status mst = mesh_for(pp, o, model, n, "the job has", err, len);
@@ -354,9 +355,12 @@ void par_describe(const par *pp, char *buf, size_t len)
         return;
     }
     if (!pp->p) snprintf(buf, len, "none (local tensors)");
-    else if (pp->mesh_r && !strncmp(pp->mode, "tp", 2))
-        snprintf(buf, len, "%s: %d data-parallel x %d tensor-parallel ranks%s (%s)", pp->mode, pp->mesh_r, pp->mesh_c,
-                 strcmp(pp->mode, "tp") ? ", sequence parallel" : "", mf_placement_str(pp->p, pl, sizeof pl));
+    else if (pp->mesh_r && (!strncmp(pp->mode, "tp", 2) || pp->zero))
+        snprintf(buf, len, "%s: %d data-parallel x %d tensor-parallel ranks%s%s (%s)", pp->mode, pp->mesh_r, pp->mesh_c,
+                 strcmp(pp->mode, "tp+sp") ? "" : ", sequence parallel",
+                 pp->zero == 3 ? ", ZeRO-3: parameters split, gathered per use and freed"
+                 : pp->zero == 2 ? ", ZeRO-2: parameters split, gathered per use" : "",
+                 mf_placement_str(pp->p, pl, sizeof pl));
     else if (pp->mesh_r) snprintf(buf, len, "%s on mesh %dx%d (%s)", pp->mode, pp->mesh_r, pp->mesh_c,
                                   mf_placement_str(pp->p, pl, sizeof pl));
     else snprintf(buf, len, "%s on ranks %s", pp->mode, mf_placement_str(pp->p, pl, sizeof pl));

@@ -14,6 +14,7 @@ typedef struct par {
     mf_device_type dev;        /* the placements' device (--device) */
     const char *data_sbp;
     int mesh_r, mesh_c;
+    int zero;                  /* a GPT's ZeRO-2 or -3 (parameters split S over the data-parallel ranks) */
     int shard_index, shard_count;   /* which rows of each batch (micro-batch) this rank loads */
     /* a pipeline (--pipeline-stages, --pipeline-cuts or --micro-batches) */
     int nstages, micro_batches;     /* 0: none */

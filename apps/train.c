@@ -143,7 +143,7 @@ static mf_status build(run *r)
     }
     if (!r->optim) return mf_last_status();
     mf_status bst = mf_optim_set_bucket_mb(r->optim, o->bucket_mb);
-    if (bst == MF_OK) bst = mf_optim_set_zero(r->optim, o->zero);
+    if (bst == MF_OK) bst = mf_optim_set_zero(r->optim, o->zero >= 2 ? 0 : o->zero);   /* 2, 3: the parameters' SBP */
     if (bst != MF_OK) return bst;
     bool prefetch = o->prefetch < 0 ? mf_threads() < mf_cores() : o->prefetch > 0;
     mf_loader_opts lo = {o->batch_size, o->seed, o->shuffle, true, r->mean, r->std, prefetch, r->par.shard_index,

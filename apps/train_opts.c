@@ -72,8 +72,10 @@ void train_opts_usage(FILE *f)
         "  --bucket-mb MB             gradient buckets of MB MiB: each bucket's allreduce starts\n"
         "                             during backward as soon as its gradients are ready\n"
         "                             (default 25; 0: one sync per parameter after backward)\n"
-        "  --zero 0|1                 1: ZeRO-1, optimizer state split S(0) over the data-parallel\n"
-        "                             ranks, gradients reduce-scattered, parameters allgathered\n"
+        "  --zero 0|1|2|3             1: ZeRO-1, optimizer state split S(0) over the data-parallel\n"
+        "                             ranks, gradients reduce-scattered, parameters allgathered;\n"
+        "                             gpt: 2 and 3 split every parameter S over the data-parallel\n"
+        "                             ranks and gather it for each use (3 frees it after, FSDP)\n"
         "pipeline (see doc/pipeline.md):\n"
         "  --pipeline-stages P        cut the model into P stages balanced by parameter count;\n"
         "                             the ranks form P equal groups, in order, and --parallel\n"
@@ -431,7 +433,8 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
                 return fail(err, len, "--bucket-mb: '%s' is not a size in MiB from 0 to 1048576", v);
             break;
         case OPT_ZERO:
-            if (strcmp(v, "0") && strcmp(v, "1")) return fail(err, len, "--zero: '%s' is not 0 or 1", v);
+            if (strcmp(v, "0") && strcmp(v, "1") && strcmp(v, "2") && strcmp(v, "3"))
+                return fail(err, len, "--zero: '%s' is not 0, 1, 2 or 3", v);
             o->zero = v[0] - '0';
             break;
         case OPT_TRACE: o->trace = v; break;
@@ -584,6 +587,9 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         return fail(err, len, "--preset, --n-layer, --n-head, --n-embd, --seq-len, --vocab-size, --dropout, "
                     "--val-every, --no-shuffle, --tensor-parallel, --sequence-parallel and --recompute: only for "
                     "--model gpt");
+    if (o->zero >= 2 && !gpt)
+        return fail(err, len, "--zero %d: ZeRO-2 and -3 are for --model gpt in this release (ZeRO-1 for every model)",
+                    o->zero);
     if (o->sequence_parallel && o->tensor_parallel < 2)
         return fail(err, len, "--sequence-parallel: splits the sequence over the tensor-parallel ranks; give "
                     "--tensor-parallel N with N >= 2");

@@ -18,7 +18,7 @@ lib_libmf_core_la_SOURCES = \
 	lib/pipeline/shards.c \
 	lib/io/idx.c lib/io/zfile.c lib/io/dataset.c lib/io/tokens.c lib/io/safetensors.c lib/io/loader.c lib/io/h5util.c lib/io/ckpt.c lib/io/ckpt_load.c lib/io/ckpt_layout.c lib/io/ckpt_check.c lib/io/ckpt_file.c \
 	lib/global/placement.c lib/global/sbp.c lib/global/gtensor.c lib/global/boxing.c \
-	lib/global/signature.c lib/global/apply.c lib/global/inplace.c lib/global/grad_state.c
+	lib/global/signature.c lib/global/apply.c lib/global/inplace.c lib/global/grad_state.c lib/global/regather.c
 libmpiflow_la_LIBADD += lib/libmf_core.la
 noinst_HEADERS += lib/internal.h lib/nn/nn_internal.h \
 	lib/optim/optim_internal.h lib/optim/optim_state.h lib/optim/buckets.h lib/global/global_internal.h lib/io/h5util.h lib/io/ckpt_check.h lib/io/ckpt_internal.h lib/io/dataset_internal.h

@@ -19,12 +19,15 @@
 /* ---------------------------------------------------------------- memory */
 #include "base/alloc.h"
 
+struct mfi_regather;
+
 typedef struct mfi_storage {
     void *data;
     size_t nbytes;
     int refcount;
     uint32_t version;        /* bumped by every in-place write */
     mf_device_type device;
+    struct mfi_regather *regather;   /* a gathered parameter, freed after use (ZeRO-3) */
 } mfi_storage;
 
 struct mfi_node;
@@ -228,6 +231,7 @@ struct mf_custom_ctx {
     void *attrs;              /* op-specific struct, copied */
     mf_tensor *saved[MFI_MAX_SAVED];
     uint32_t saved_version[MFI_MAX_SAVED];
+    struct mfi_regather *saved_regather[MFI_MAX_SAVED];   /* saved without storage: gathered again on use */
     int n_saved;
     mfi_meta out_meta;
     /* global tensors, for the sbp and localize functions: the placement
@@ -305,7 +309,16 @@ mf_tensor *mfi_scalar_on(const mf_tensor *t, mf_dtype dt, double v);
  * (*safe), and *mask, 1 there and 0 elsewhere, in dtype dt with a
  * trailing axis of 1 to scale rows by. */
 mf_status mfi_local_rows(mf_tensor *ix, int64_t first, int64_t rows, mf_dtype dt, mf_tensor **safe, mf_tensor **mask);
-/* In forward: keeps t (as a detached alias) for backward. */
+/* ZeRO-3's gathered parameters (lib/global/regather.c): a reference on
+ * what gathers one again; the storage's is dropped when it is freed. */
+void mfi_regather_retain(struct mfi_regather *r);
+void mfi_regather_release(struct mfi_regather *r);
+/* Gives stub (a view that lost its storage when saved) the storage of a
+ * fresh gather of its parameter. */
+mf_status mfi_regather_fill(struct mfi_regather *r, mf_tensor *stub);
+/* In forward: keeps t (as a detached alias) for backward. A view of a
+ * gathered parameter (mfi_gather_transient) is kept without its storage
+ * and gathered again when backward asks for it. */
 mf_status mfi_save(mfi_call *c, mf_tensor *t);
 /* In backward: saved tensor i (borrowed), or NULL with an error if it
  * was modified in place since. */

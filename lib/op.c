@@ -43,6 +43,13 @@ mf_status mfi_save(mfi_call *c, mf_tensor *t)
     mf_tensor *a = mfi_tensor_alias(t);
     if (!a) return mf_last_status();
     c->saved_version[c->n_saved] = t->storage ? t->storage->version : 0;
+    c->saved_regather[c->n_saved] = NULL;
+    if (t->storage && t->storage->regather) {   /* keep the view, not the bytes */
+        c->saved_regather[c->n_saved] = t->storage->regather;
+        mfi_regather_retain(t->storage->regather);
+        a->storage->refcount--;   /* t holds it still: never the last reference */
+        a->storage = NULL;
+    }
     c->saved[c->n_saved++] = a;
     return MF_OK;
 }
@@ -55,6 +62,12 @@ mf_tensor *mfi_saved(mfi_call *c, int i)
         return NULL;
     }
     mf_tensor *t = c->saved[i];
+    if (c->saved_regather[i]) {   /* gathered again, for this backward */
+        if (mfi_regather_fill(c->saved_regather[i], t) != MF_OK) return NULL;
+        mfi_regather_release(c->saved_regather[i]);
+        c->saved_regather[i] = NULL;
+        c->saved_version[i] = t->storage->version;
+    }
     if (t->storage && t->storage->version != c->saved_version[i]) {
         mfi_error(MF_ERR_STATE, "%s: a tensor it saved for backward was modified in place since the "
                   "forward pass", c->op->name);
@@ -68,6 +81,8 @@ void mfi_call_free_saved(mfi_call *c)
     for (int i = 0; i < c->n_saved; i++) {
         mf_tensor_destroy(c->saved[i]);
         c->saved[i] = NULL;
+        if (c->saved_regather[i]) mfi_regather_release(c->saved_regather[i]);
+        c->saved_regather[i] = NULL;
     }
     c->n_saved = 0;
 }

@@ -12,9 +12,15 @@
 #  - mpiflow-train --tensor-parallel (and --sequence-parallel) for 10
 #    steps: the 1-rank losses and final parameters within 1e-5; with
 #    --recompute, bit for bit the run without;
-#  - a checkpoint saved under tp 2 resumes on 1 rank and under tp+sp on
-#    4, and a tp 2 run resumed under tp 2 equals the unbroken one bit
-#    for bit;
+#  - --zero 2 and 3 (parameters split over the data-parallel ranks,
+#    gathered per use; 3 frees them and gathers again for backward) on
+#    2 to 4 ranks, with tp and tp+sp, and with recompute: the 1-rank
+#    losses and parameters within 1e-5, and ZeRO-3 gathers each saved
+#    weight once more than ZeRO-2;
+#  - a checkpoint saved under tp 2 resumes on 1 rank, under tp+sp on 4
+#    and under ZeRO-3, one saved under ZeRO-3 + tp resumes under ZeRO-2
+#    and on 1 rank, and a tp 2 run resumed under tp 2 equals the unbroken
+#    one bit for bit;
 #  - a head count that tp does not divide, and tp that does not divide
 #    the ranks, are refused on every rank.
 . "$top_srcdir/tests/lib.sh"
@@ -89,10 +95,25 @@ for mode in block attn; do
 done
 echo "ok: --recompute block and attn train bit for bit as without, under tp 2"
 
+for run in "z2n2 2 --zero 2" "z3n2 2 --zero 3" "z3n3 3 --zero 3" "z3n4 4 --zero 3" "z3tp 4 --zero 3 --tensor-parallel 2" \
+    "z2sp 4 --zero 2 --tensor-parallel 2 --sequence-parallel" "z3rc 4 --zero 3 --tensor-parallel 2 --recompute attn"; do
+    set -- $run
+    tag=$1 np=$2
+    shift 2
+    train "$tag" "$np" "$@" --profile
+    grep -q "ZeRO-$2" "$T/out" || fail "$tag: not ZeRO-$2"
+    grep "^communication" "$T/out" | sed -n 's/.*allgather \([0-9.]*\) calls.*/\1/p' >"$T/$tag.ag"
+    same_losses "$T/$tag.csv" "$T/r1.csv" "$tag: $*"
+    close "$T/$tag.p" "$T/r1.p" 1e-5 || fail "$tag: parameters differ from 1 rank"
+done
+awk -v a="$(cat "$T/z2n2.ag")" -v b="$(cat "$T/z3n2.ag")" 'BEGIN { exit !(b > a) }' ||
+    fail "ZeRO-3 gathers no more than ZeRO-2 ($(cat "$T/z3n2.ag") against $(cat "$T/z2n2.ag") allgathers per step)"
+echo "ok: ZeRO-3 gathers the saved weights again in backward: $(cat "$T/z3n2.ag") allgathers per step, ZeRO-2 $(cat "$T/z2n2.ag")"
+
 # checkpoints: 5 steps under tp 2, then 5 more elsewhere
 run_train 2 $SMALL --steps 5 --tensor-parallel 2 --checkpoint "$T/c.h5" >/dev/null
 [ "$rc" -eq 0 ] || { cat "$T/out"; fail "tp 2 first half: exit $rc"; }
-for run in "1 x1" "4 xsp --tensor-parallel 4 --sequence-parallel" "2 xtp --tensor-parallel 2"; do
+for run in "1 x1" "4 xsp --tensor-parallel 4 --sequence-parallel" "4 xz3 --zero 3" "2 xtp --tensor-parallel 2"; do
     set -- $run
     np=$1 tag=$2
     shift 2
@@ -101,7 +122,19 @@ for run in "1 x1" "4 xsp --tensor-parallel 4 --sequence-parallel" "2 xtp --tenso
     close "$T/$tag.p" "$T/r1.p" 1e-5 || fail "resumed on $np rank(s) $*: parameters differ from the unbroken run"
 done
 cmp -s "$T/xtp.p" "$T/tp2.p" || fail "tp 2 resumed under tp 2 is not bit for bit the unbroken tp 2 run"
-echo "ok: a tp 2 checkpoint resumes on 1 rank and under tp+sp on 4; under tp 2 bit for bit"
+run_train 4 $SMALL --steps 5 --tensor-parallel 2 --zero 3 --checkpoint "$T/cz.h5" >/dev/null
+[ "$rc" -eq 0 ] || { cat "$T/out"; fail "ZeRO-3 + tp first half: exit $rc"; }
+h5dump -A -d "/model/transformer.h.0.mlp.c_fc.weight" "$T/cz.h5" | grep -q 'S(1),S(0)' ||
+    fail "the ZeRO-3 + tp checkpoint does not record the split parameter's SBP"
+for run in "2 yz2 --zero 2" "1 y1"; do
+    set -- $run
+    np=$1 tag=$2
+    shift 2
+    run_train "$np" $SMALL --steps 10 --resume "$T/cz.h5" --dump-params "$T/$tag.p" "$@" >/dev/null
+    [ "$rc" -eq 0 ] || { cat "$T/out"; fail "resume $tag: exit $rc"; }
+    close "$T/$tag.p" "$T/r1.p" 1e-5 || fail "ZeRO-3 + tp resumed on $np rank(s) $*: parameters differ"
+done
+echo "ok: a tp 2 checkpoint resumes on 1 rank, under tp+sp on 4 and ZeRO-3; ZeRO-3 + tp resumes under ZeRO-2 and on 1 rank; tp 2 under tp 2 bit for bit"
 
 refused 4 "4 heads do not split over 3\|do not form groups of 3" $SMALL --steps 1 --tensor-parallel 3
 refused 4 "2 heads do not split over 4 tensor-parallel ranks" $SMALL --steps 1 --n-head 2 --tensor-parallel 4

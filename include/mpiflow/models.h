@@ -56,10 +56,18 @@ MF_API mf_tensor *mf_gpt_loss(mf_module *gpt, mf_tensor *tokens, mf_tensor *targ
  * sequence, with sequence_parallel) and the planner inserts the
  * allreduces (or reduce-scatters and allgathers). tp_dim -1: all
  * parameters B (data parallel). The head count must divide by the
- * degree; the vocabulary need not. Collective; on a local GPT. */
+ * degree; the vocabulary need not. Checkpoints of every layout load in
+ * every other. Collective; on a local GPT. */
 typedef struct mf_gpt_parallel {
     int tp_dim;               /* the tensor-parallel mesh dimension, or -1 */
     bool sequence_parallel;   /* LayerNorms, dropout, residuals split over the sequence */
+    /* ZeRO as SBP over the other (data-parallel) dimensions: 2 and 3 split
+     * every parameter there (its largest axis not split by tp); each use
+     * gathers it to B, so its gradient is reduce-scattered back into the
+     * split and the optimizer state is split with it. 3 frees each
+     * gathered copy after the forward and gathers it again for backward
+     * (FSDP); 2 keeps it until backward. 0: parameters B there. */
+    int zero;
 } mf_gpt_parallel;
 MF_API mf_status mf_gpt_parallelize(mf_module *gpt, const mf_placement *p, const mf_gpt_parallel *o);
 

@@ -89,6 +89,10 @@ double mfi_box_cost(mf_sbp from, mf_sbp to, int n, double bytes);
 /* Tells the watchdog's ledger what the next collectives move:
  * "boxing 'name' f32 [4,8] S(0) -> B" (mfi_ledger_context). */
 void mfi_box_context(const char *what, const mf_tensor *t, const mf_nd_sbp *from, const mf_nd_sbp *to);
+/* w (a split parameter) boxed to `to` for one use (differentiable, so
+ * its gradient is reduce-scattered back into w's split); views of it
+ * saved for backward are gathered again there (regather.c). */
+mf_tensor *mfi_gather_transient(mf_tensor *w, const mf_nd_sbp *to);
 /* Boxing to nd-SBP s on placement p (differentiable). */
 mf_tensor *mfi_redistribute(mf_tensor *t, const mf_placement *p, const mf_nd_sbp *s);
 /* mf_redistribute_start with a checked nd-SBP (t global, p not NULL). */

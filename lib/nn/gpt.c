@@ -22,6 +22,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include "lib/global/global_internal.h"
 #include "lib/nn/nn_internal.h"
 
 struct gpt_priv;
@@ -185,23 +186,48 @@ static mf_tensor *get(const mf_module *m, const char *dotted)
     return t;
 }
 
-/* y = x W^T + b with the Linear under m named name */
-static mf_tensor *lin(const mf_module *m, const char *name, mf_tensor *x)
+/* A parameter for one use (a new reference): under ZeRO-2 and -3 its
+ * data-parallel split gathered to B (doc/parallelism.md, "Transformers");
+ * ZeRO-3's copy is freed after the forward and gathered again for
+ * backward. Otherwise the parameter itself. */
+static mf_tensor *use(const mfi_gpt_par *par, const mf_module *m, const char *dotted)
 {
-    char w[64], b[64];
-    snprintf(w, sizeof w, "%s.weight", name);
-    snprintf(b, sizeof b, "%s.bias", name);
-    mf_tensor *tw = get(m, w), *tb = get(m, b);
-    return tw && tb ? mf_linear(x, tw, tb) : NULL;
+    mf_tensor *t = get(m, dotted);
+    if (!t || par->zero < 2 || !t->global) return mf_tensor_retain(t);
+    mf_nd_sbp s = t->global->sbp;
+    bool split = false;
+    for (int d = 0; d < s.ndim; d++)
+        if (d != par->tp_axis && s.d[d].kind == MF_SBP_S) {
+            s.d[d] = (mf_sbp){MF_SBP_B, 0};
+            split = true;
+        }
+    if (!split) return mf_tensor_retain(t);
+    return par->zero >= 3 ? mfi_gather_transient(t, &s) : mfi_redistribute(t, t->global->placement, &s);
 }
 
-static mf_tensor *ln(const mf_module *m, const char *name, mf_tensor *x)
+/* y = x W^T + b with the Linear under m named name */
+static mf_tensor *lin(const mfi_gpt_par *par, const mf_module *m, const char *name, mf_tensor *x)
 {
     char w[64], b[64];
     snprintf(w, sizeof w, "%s.weight", name);
     snprintf(b, sizeof b, "%s.bias", name);
-    mf_tensor *tw = get(m, w), *tb = get(m, b);
-    return tw && tb ? mf_layer_norm(x, 1, tw, tb, 1e-5) : NULL;
+    mf_tensor *tw = use(par, m, w), *tb = tw ? use(par, m, b) : NULL;
+    mf_tensor *y = tw && tb ? mf_linear(x, tw, tb) : NULL;
+    mf_tensor_destroy(tw);
+    mf_tensor_destroy(tb);
+    return y;
+}
+
+static mf_tensor *ln(const mfi_gpt_par *par, const mf_module *m, const char *name, mf_tensor *x)
+{
+    char w[64], b[64];
+    snprintf(w, sizeof w, "%s.weight", name);
+    snprintf(b, sizeof b, "%s.bias", name);
+    mf_tensor *tw = use(par, m, w), *tb = tw ? use(par, m, b) : NULL;
+    mf_tensor *y = tw && tb ? mf_layer_norm(x, 1, tw, tb, 1e-5) : NULL;
+    mf_tensor_destroy(tw);
+    mf_tensor_destroy(tb);
+    return y;
 }
 
 static mf_tensor *dropout(mf_tensor *x, double p, bool training)
@@ -238,8 +264,8 @@ static mf_tensor *relayout(const mfi_gpt_par *par, mf_tensor *t, bool region)
  * with tensor parallelism, this rank's heads of q, k and v (S(3)) */
 static mf_tensor *attention(const mf_module *blk, const gpt_priv *p, mf_tensor *h)
 {
-    mf_tensor *qkv = lin(blk, "attn.c_attn", h), *y = qkv ? mf_causal_self_attention(qkv, p->c.n_head) : NULL;
-    mf_tensor *o = y ? lin(blk, "attn.c_proj", y) : NULL;
+    mf_tensor *qkv = lin(&p->par, blk, "attn.c_attn", h), *y = qkv ? mf_causal_self_attention(qkv, p->c.n_head) : NULL;
+    mf_tensor *o = y ? lin(&p->par, blk, "attn.c_proj", y) : NULL;
     mf_tensor_destroy(qkv);
     mf_tensor_destroy(y);
     return relayout(&p->par, o, false);   /* row parallel: P -> the residual stream's layout */
@@ -247,7 +273,7 @@ static mf_tensor *attention(const mf_module *blk, const gpt_priv *p, mf_tensor *
 
 static mf_tensor *mlp(const mf_module *blk, const gpt_priv *p, mf_tensor *h)
 {
-    mf_tensor *f = lin(blk, "mlp.c_fc", h), *g = f ? mf_gelu_tanh(f) : NULL, *o = g ? lin(blk, "mlp.c_proj", g) : NULL;
+    mf_tensor *f = lin(&p->par, blk, "mlp.c_fc", h), *g = f ? mf_gelu_tanh(f) : NULL, *o = g ? lin(&p->par, blk, "mlp.c_proj", g) : NULL;
     mf_tensor_destroy(f);
     mf_tensor_destroy(g);
     return relayout(&p->par, o, false);
@@ -266,7 +292,7 @@ static mf_tensor *attn_sub(void *u, int n, mf_tensor *const *in)
 {
     const blk_ctx *cx = u;
     (void)n;
-    mf_tensor *h = relayout(&cx->gp->par, ln(cx->b, "ln_1", in[0]), true), *a = h ? attention(cx->b, cx->gp, h) : NULL;
+    mf_tensor *h = relayout(&cx->gp->par, ln(&cx->gp->par, cx->b, "ln_1", in[0]), true), *a = h ? attention(cx->b, cx->gp, h) : NULL;
     mf_tensor *d = dropout(a, cx->gp->c.dropout, cx->tr), *r = d ? mf_add(in[0], d) : NULL;
     mf_tensor_destroy(h);
     mf_tensor_destroy(d);
@@ -278,7 +304,7 @@ static mf_tensor *mlp_sub(void *u, int n, mf_tensor *const *in)
 {
     const blk_ctx *cx = u;
     (void)n;
-    mf_tensor *h = relayout(&cx->gp->par, ln(cx->b, "ln_2", in[0]), true), *f = h ? mlp(cx->b, cx->gp, h) : NULL;
+    mf_tensor *h = relayout(&cx->gp->par, ln(&cx->gp->par, cx->b, "ln_2", in[0]), true), *f = h ? mlp(cx->b, cx->gp, h) : NULL;
     mf_tensor *d = dropout(f, cx->gp->c.dropout, cx->tr), *r = d ? mf_add(in[0], d) : NULL;
     mf_tensor_destroy(h);
     mf_tensor_destroy(d);
@@ -325,8 +351,11 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
     const bool tr = mf_module_is_training(m);
     const gpt_priv *gp = m->priv;
     const mf_module *tf = mf_module_child(m, "transformer");
-    mf_tensor *wte = get(tf, "wte.weight"), *wpe = get(tf, "wpe.weight");
-    if (!wte || !wpe) return NULL;
+    mf_tensor *wte = use(&gp->par, tf, "wte.weight"), *wpe = wte ? use(&gp->par, tf, "wpe.weight") : NULL;
+    if (!wte || !wpe) {
+        mf_tensor_destroy(wte);
+        return NULL;
+    }
     /* positions 0..T-1 on the placement of the embedding */
     mf_tensor *pos = mf_arange(MF_I64, T), *gpos = NULL;
     const mf_placement *pl = mf_global_placement(wpe);
@@ -343,6 +372,8 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
     mf_tensor_destroy(pos);
     mf_tensor_destroy(tok);
     mf_tensor_destroy(pe);
+    mf_tensor_destroy(wte);
+    mf_tensor_destroy(wpe);
     x = dropout(x, c->dropout, tr);
     const mf_module *hs = mf_module_child(tf, "h");
     for (int i = 0; x && i < c->n_layer; i++) {
@@ -363,7 +394,7 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
         mf_tensor_destroy(x);
         x = nx;
     }
-    mf_tensor *y = x ? relayout(&gp->par, ln(tf, "ln_f", x), true) : NULL;
+    mf_tensor *y = x ? relayout(&gp->par, ln(&gp->par, tf, "ln_f", x), true) : NULL;
     mf_tensor_destroy(x);
     return y;
 }
@@ -371,9 +402,11 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
 /* logits [B, T, V]: the head is the token embedding */
 static mf_tensor *gpt_forward(mf_module *m, mf_tensor *idx)
 {
-    mf_tensor *h = mf_gpt_hidden(m, idx), *w = h ? get(mf_module_child(m, "transformer"), "wte.weight") : NULL;
+    const gpt_priv *gp = mf_gpt_config_of(m) ? m->priv : NULL;
+    mf_tensor *h = mf_gpt_hidden(m, idx), *w = h ? use(&gp->par, mf_module_child(m, "transformer"), "wte.weight") : NULL;
     mf_tensor *y = w ? mf_linear(h, w, NULL) : NULL;
     mf_tensor_destroy(h);
+    mf_tensor_destroy(w);
     return y;
 }
 
@@ -386,13 +419,14 @@ mf_tensor *mf_gpt_loss(mf_module *m, mf_tensor *idx, mf_tensor *targets)
         return NULL;
     }
     const int64_t *s = mf_tensor_shape(h);
-    mf_tensor *w = get(mf_module_child(m, "transformer"), "wte.weight");
+    mf_tensor *w = use(&((const gpt_priv *)m->priv)->par, mf_module_child(m, "transformer"), "wte.weight");
     mf_tensor *h2 = w ? mf_reshape(h, 2, (const int64_t[]){s[0] * s[1], s[2]}) : NULL;
     mf_tensor *t1 = h2 ? mf_reshape(targets, 1, (const int64_t[]){s[0] * s[1]}) : NULL;
     mf_tensor *loss = t1 ? mf_linear_cross_entropy(h2, w, t1, MF_REDUCTION_MEAN) : NULL;
     mf_tensor_destroy(h);
     mf_tensor_destroy(h2);
     mf_tensor_destroy(t1);
+    mf_tensor_destroy(w);
     return loss;
 }
 
@@ -448,7 +482,7 @@ mf_module *mf_model_gpt(const mf_gpt_config *c)
     mf_module *root = mfi_module_new(&gpt_ops, sizeof(gpt_priv));
     if (!root) return NULL;
     ((gpt_priv *)root->priv)->c = *c;
-    ((gpt_priv *)root->priv)->par.tp_dim = -1;
+    ((gpt_priv *)root->priv)->par.tp_dim = ((gpt_priv *)root->priv)->par.tp_axis = -1;
     if (!(((gpt_priv *)root->priv)->ctx = calloc((size_t)c->n_layer, sizeof(blk_ctx)))) {
         mf_module_destroy(root);
         mfi_error(MF_ERR_NOMEM, "mf_model_gpt: out of memory");

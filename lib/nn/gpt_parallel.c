@@ -12,7 +12,10 @@
  *   mlp.c_fc            S(0)  column parallel
  *   attn.c_proj, mlp.c_proj   S(1) weight: row parallel, output P
  *   everything else     B     (LayerNorms, wpe, the row-parallel biases)
- * and B along every other dimension (data parallel).
+ * and B along every other dimension (data parallel). With ZeRO-2 or -3,
+ * S(a) there instead, a the parameter's largest axis that tp leaves
+ * whole (B for a vector that tp splits); the forward gathers each one
+ * for its use (gpt.c).
  */
 #include <stdio.h>
 #include "lib/nn/nn_internal.h"
@@ -53,18 +56,30 @@ mf_status mf_gpt_parallelize(mf_module *gpt, const mf_placement *p, const mf_gpt
     if (c->n_head % tp)
         MF_FAIL(MF_ERR_ARG, "mf_gpt_parallelize: %d heads do not split over %d tensor-parallel ranks (mesh dimension "
                 "%d of '%s'); pick a degree that divides the head count", c->n_head, tp, d, pl);
+    if (o->zero < 0 || o->zero > 3)
+        MF_FAIL(MF_ERR_ARG, "mf_gpt_parallelize: ZeRO stage %d (0 to 3; 1 is the optimizer's, mf_optim_set_zero)", o->zero);
     mf_tensor_list *l = mf_module_parameters(gpt);
     if (!l) return mf_last_status();
     mf_status st = MF_OK;
     for (int i = 0; i < l->n && st == MF_OK; i++) {
-        char sbp[96];
+        const char *ts = tp > 1 ? tp_sbp(l->items[i].name) : "B";
+        char sbp[96], dps[16] = "B";
+        const mf_tensor *t = l->items[i].tensor;
+        if (o->zero >= 2) {   /* the largest axis tp leaves whole, if every rank gets some of it */
+            int tax = ts[0] == 'S' ? ts[2] - '0' : -1, best = -1;
+            for (int a = 0; a < mf_tensor_ndim(t); a++)
+                if (a != tax && (best < 0 || mf_tensor_shape(t)[a] > mf_tensor_shape(t)[best])) best = a;
+            if (best >= 0 && mf_tensor_shape(t)[best] >= mf_placement_size(p) / tp)
+                snprintf(dps, sizeof dps, "S(%d)", best);
+        }
         size_t k = 0;
-        for (int e = 0; e < nd; e++)
-            k += (size_t)snprintf(sbp + k, sizeof sbp - k, "%s%s", e ? "," : "", e == d ? tp_sbp(l->items[i].name) : "B");
+        for (int e = 0; e < nd; e++) k += (size_t)snprintf(sbp + k, sizeof sbp - k, "%s%s", e ? "," : "", e == d ? ts : dps);
         st = mf_module_param_to_global(gpt, l->items[i].name, p, sbp);
     }
     mf_tensor_list_destroy(l);
     MF_TRY(st);
+    par->zero = o->zero;
+    par->tp_axis = d;
     par->tp_dim = tp > 1 ? d : -1;
     par->tp = tp;
     par->sp = o->sequence_parallel && tp > 1;

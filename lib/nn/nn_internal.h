@@ -37,9 +37,11 @@ mf_status mfi_module_init_fresh(mf_module *m);
 mf_module *mfi_module_owner(const mf_module *m, const char *dotted, const char **leaf);
 /* A GPT's tensor parallelism (gpt_parallel.c). */
 typedef struct mfi_gpt_par {
-    int tp_dim;   /* the mesh dimension; -1: none */
+    int tp_dim;   /* the mesh dimension; -1: none (or of size 1) */
+    int tp_axis;  /* the tensor-parallel mesh dimension as given, even of size 1 */
     int tp;       /* its size */
     bool sp;      /* sequence parallel */
+    int zero;     /* 2, 3: parameters split over the other dimensions, gathered per use */
 } mfi_gpt_par;
 /* The GPT's (mutable), or NULL for another module. */
 mfi_gpt_par *mfi_gpt_par_of(mf_module *m);
