@@ -72,6 +72,8 @@ if command -v python3 >/dev/null 2>&1; then
 fi
 "$MPIEXEC" -n 2 "$top_builddir/mpiflow-train" --bucket-mb -3 >"$TMPDIR_TEST/train" 2>&1 && fail "--bucket-mb -3 accepted"
 grep -q "bucket-mb: '-3' is not a size" "$TMPDIR_TEST/train" || fail "--bucket-mb -3: no clear message"
-"$MPIEXEC" -n 2 "$TRAIN" --zero 2 >"$T/train" 2>&1 && fail "--zero 2 accepted"
-[ "$(grep -c "zero: '2' is not 0 or 1" "$T/train")" -ge 1 ] || fail "--zero 2: no clear message"
+"$MPIEXEC" -n 2 "$TRAIN" --zero 4 >"$T/train" 2>&1 && fail "--zero 4 accepted"
+[ "$(grep -c "zero: '4' is not 0, 1, 2 or 3" "$T/train")" -ge 1 ] || fail "--zero 4: no clear message"
+"$MPIEXEC" -n 2 "$TRAIN" --zero 2 >"$T/train" 2>&1 && fail "--zero 2 accepted for mlp"
+[ "$(grep -c "ZeRO-2 and -3 are for --model gpt" "$T/train")" -ge 1 ] || fail "--zero 2 for mlp: no clear message"
 echo "gradient sync: buckets and ZeRO-1 equal plain DP; ZeRO-1 checkpoints reshard; traces"

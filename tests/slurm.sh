@@ -71,6 +71,16 @@ for s in "single-node.sbatch:mpiflow-1node:parallel dp on ranks 0-1" \
     echo "ok: $script: job $job completed ($want), checkpoint at step 10"
 done
 
+# a GPT: tensor parallel inside each node, data parallel across the two
+awk 'BEGIN { srand(3); for (i = 0; i < 400; i++) print "the cat sat on the mat", i % 7, "and the dog ran." }' >"$T/gpt.txt"
+submit gpt-tp.sbatch mpiflow-gpt "MF_TRAIN_ARGS=--dataset text:$T/gpt.txt --n-layer 2 --n-head 2 --n-embd 32 --seq-len 16 --batch-size 8 --steps 10 --log-every 1 --save-every 4 --no-eval"
+state=$(slurm_wait "$job" 300)
+[ "$state" = COMPLETED ] || { cat "$out"; slurm_log; fail "gpt-tp.sbatch: job $job ended $state"; }
+grep -q "parallel tp: 2 data-parallel x 2 tensor-parallel ranks" "$out" || { cat "$out"; fail "gpt-tp.sbatch: not a 2x2 dp x tp mesh"; }
+grep -q "^final val_loss=nan .* steps=10 " "$out" || { cat "$out"; fail "gpt-tp.sbatch: no final line"; }
+"$MPIFLOW_HOME/mpiflow-ckpt" verify "$T/mpiflow-gpt-$job.h5" >/dev/null || fail "gpt-tp.sbatch: the checkpoint does not verify"
+echo "ok: gpt-tp.sbatch: job $job trained a GPT on 2 nodes, tensor parallel inside each"
+
 # the mpiexec fallback inside the allocation
 submit single-node.sbatch mpiflow-1node "MF_LAUNCHER=mpiexec,$short"
 state=$(slurm_wait "$job" 300)
