@@ -1,8 +1,10 @@
 # bench/: benchmark programs that print tables (not tests). See
 # doc/performance.md for how to run them and the recorded results.
-noinst_PROGRAMS += bench/bench_train bench/bench_conv bench/bench_boxing bench/bench_ckpt bench/bench_pipeline bench/bench_gpt
+noinst_PROGRAMS += bench/bench_train bench/bench_conv bench/bench_boxing bench/bench_ckpt bench/bench_pipeline bench/bench_gpt bench/bench_memory
 bench_bench_gpt_SOURCES = bench/bench_gpt.c
 bench_bench_gpt_LDADD = libmpiflow.la
+bench_bench_memory_SOURCES = bench/bench_memory.c
+bench_bench_memory_LDADD = libmpiflow.la
 bench_bench_pipeline_SOURCES = bench/bench_pipeline.c
 bench_bench_pipeline_LDADD = libmpiflow.la
 bench_bench_ckpt_SOURCES = bench/bench_ckpt.c
@@ -15,7 +17,7 @@ bench_bench_conv_SOURCES = bench/bench_conv.c
 bench_bench_conv_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 bench_bench_conv_LDADD = libmpiflow.la $(OPENBLAS_LIBS)
 noinst_HEADERS += bench/bench_mpi.h
-EXTRA_DIST += bench/torch_train.py bench/run.sh bench/run_parallel.sh bench/run_ckpt.sh bench/run_coll.sh bench/run_pipeline.sh bench/run_watchdog.sh bench/run_deterministic.sh bench/run_coll_tune.sh bench/run_gpt.sh bench/torch_gpt.py
+EXTRA_DIST += bench/torch_train.py bench/run.sh bench/run_parallel.sh bench/run_ckpt.sh bench/run_coll.sh bench/run_pipeline.sh bench/run_watchdog.sh bench/run_deterministic.sh bench/run_coll_tune.sh bench/run_gpt.sh bench/torch_gpt.py bench/run_memory.sh
 if HAVE_CUDA
 # mpiflow on the GPU against bare cuBLAS and the CPU (needs a GPU to run)
 noinst_PROGRAMS += bench/bench_cuda

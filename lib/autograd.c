@@ -376,3 +376,40 @@ mf_status mf_backward_ex(mf_tensor *out, mf_tensor *grad, bool retain_graph)
 }
 
 mf_status mf_backward(mf_tensor *out) { return mf_backward_ex(out, NULL, false); }
+
+/* ------------------------------------------------------- saved memory */
+int64_t mf_autograd_saved_bytes(const mf_tensor *out)
+{
+    const mf_tensor *l = out && out->global ? mfi_local_piece(out) : out;
+    if (!l || !l->grad_fn) return 0;
+    mfi_node **nodes = NULL;
+    size_t n = 0;
+    leaf_table leaves = {0};
+    if (collect(l->grad_fn, &nodes, &n, &leaves) != MF_OK) {
+        mfi_ptr_map_free(&leaves);
+        return -1;
+    }
+    mfi_ptr_map seen = {0};
+    int64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)   /* the leaves' (parameters') storages are not what backward keeps */
+        for (int k = 0; k < nodes[i]->call.n_in; k++) {
+            const mf_tensor *lf = nodes[i]->edges[k].leaf;
+            int *mark = lf && lf->storage ? mfi_ptr_map_at(&seen, lf->storage, true) : NULL;
+            if (mark) *mark = 1;
+        }
+    for (size_t i = 0; i < n; i++) {
+        const mfi_call *c = &nodes[i]->call;
+        for (int k = 0; k < c->n_saved; k++) {
+            const mfi_storage *s = c->saved[k] ? c->saved[k]->storage : NULL;
+            int *mark = s ? mfi_ptr_map_at(&seen, s, true) : NULL;
+            if (mark && !*mark) {   /* each storage once: views of one tensor share it */
+                *mark = 1;
+                bytes += (int64_t)s->nbytes;
+            }
+        }
+    }
+    mfi_ptr_map_free(&seen);
+    mfi_ptr_map_free(&leaves);
+    free(nodes);
+    return bytes;
+}

@@ -309,6 +309,10 @@ mf_tensor *mfi_scalar_on(const mf_tensor *t, mf_dtype dt, double v);
  * (*safe), and *mask, 1 there and 0 elsewhere, in dtype dt with a
  * trailing axis of 1 to scale rows by. */
 mf_status mfi_local_rows(mf_tensor *ix, int64_t first, int64_t rows, mf_dtype dt, mf_tensor **safe, mf_tensor **mask);
+/* Whether a recompute's backward is running its function again now
+ * (recompute.c): what that forward gathers lives only until the
+ * backward right after it, so ZeRO-3 need not free and gather it again. */
+bool mfi_recomputing(void);
 /* ZeRO-3's gathered parameters (lib/global/regather.c): a reference on
  * what gathers one again; the storage's is dropped when it is freed. */
 void mfi_regather_retain(struct mfi_regather *r);

@@ -26,6 +26,10 @@ typedef struct rc_attrs {
     mfi_meta gm[MFI_MAX_SAVED];
 } rc_attrs;
 
+static _Thread_local int again;   /* depth of recompute backwards running fn */
+
+bool mfi_recomputing(void) { return again > 0; }
+
 static mf_status rc_forward(mfi_call *c, mf_tensor **out)
 {
     const rc_attrs *a = c->attrs;
@@ -52,7 +56,9 @@ static mf_status rc_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     mfi_rng_restore(&a->rng);
     int ac = mfi_autocast_push(a->bf16);
     bool prev = mf_set_grad_enabled(true);
+    again++;
     y = a->fn(a->user, c->n_in, in);
+    again--;
     mf_set_grad_enabled(prev);
     mfi_autocast_pop(ac);
     mfi_rng_restore(&now);

@@ -119,4 +119,4 @@ stopped=$(($(wc -l <"$T/pre-0.csv") - 1))
 cut -d, -f1,3 "$T/straight.csv" >"$T/straight"
 cmp -s "$T/joined" "$T/straight" || { diff "$T/joined" "$T/straight" | head; fail "preempted and resumed losses differ"; }
 echo "ok: job $pre stopped by SIGUSR1 after step $stopped, requeued, resumed: all 60 losses equal the uninterrupted run's bit for bit"
-echo "slurm: srun/PMI2 topology, 4 batch scripts, mpiexec fallback, preemption with requeue"
+echo "slurm: srun/PMI2 topology, 4 batch scripts and a tensor-parallel GPT, mpiexec fallback, preemption with requeue"

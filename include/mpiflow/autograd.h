@@ -51,6 +51,12 @@ MF_API mf_tensor *mf_custom_saved(mf_custom_ctx *ctx, int i);     /* borrowed */
 MF_API void *mf_custom_user(mf_custom_ctx *ctx);
 MF_API bool mf_custom_needs_grad(mf_custom_ctx *ctx, int i);
 
+/* The bytes the graph behind out keeps for backward (each storage once;
+ * requested sizes, before the allocator's rounding), leaving out the
+ * storages of its leaves (the parameters): the activations of a training
+ * step, measured at the end of its forward. Not collective. */
+MF_API int64_t mf_autograd_saved_bytes(const mf_tensor *out);
+
 /* ---- activation recompute (doc/gpt.md, "Recompute")
  * out = fn(user, n, in), keeping only the inputs for backward: nothing
  * inside fn is recorded, and backward runs fn again from the inputs,

@@ -189,7 +189,8 @@ static mf_tensor *get(const mf_module *m, const char *dotted)
 /* A parameter for one use (a new reference): under ZeRO-2 and -3 its
  * data-parallel split gathered to B (doc/parallelism.md, "Transformers");
  * ZeRO-3's copy is freed after the forward and gathered again for
- * backward. Otherwise the parameter itself. */
+ * backward, except in a recompute's second forward, whose backward
+ * follows at once. Otherwise the parameter itself. */
 static mf_tensor *use(const mfi_gpt_par *par, const mf_module *m, const char *dotted)
 {
     mf_tensor *t = get(m, dotted);
@@ -202,7 +203,8 @@ static mf_tensor *use(const mfi_gpt_par *par, const mf_module *m, const char *do
             split = true;
         }
     if (!split) return mf_tensor_retain(t);
-    return par->zero >= 3 ? mfi_gather_transient(t, &s) : mfi_redistribute(t, t->global->placement, &s);
+    if (par->zero >= 3 && !mfi_recomputing()) return mfi_gather_transient(t, &s);
+    return mfi_redistribute(t, t->global->placement, &s);
 }
 
 /* y = x W^T + b with the Linear under m named name */

@@ -1,0 +1,293 @@
+/*
+ * bench/bench_memory.c - a GPT under one parallel scheme: memory per rank
+ * by category, communication per step and tokens/s, each next to what
+ * theory predicts for it (doc/performance.md, "GPT parallel schemes").
+ *
+ *   mpiexec -n N bench_memory [--tp T] [--sp] [--zero 0|2|3]
+ *       [--recompute none|block|attn] [--n-layer L] [--n-embd C]
+ *       [--n-head H] [--seq-len T] [--vocab V] [--batch B] [--steps S]
+ *       [--header]
+ *
+ * The model trains with AdamW on random tokens, on a mesh (N/T) x T. One
+ * warm-up step makes the optimizer's state; then one step is measured:
+ *   params, grads, adam   this rank's pieces (exact bytes)
+ *   kept                  what the graph keeps for backward at the end of
+ *                         the forward (mf_autograd_saved_bytes): the
+ *                         activations, and under ZeRO-2 the gathered weights
+ *   peak                  the allocator's peak over the step (size classes,
+ *                         so up to a quarter above the requests)
+ *   comm                  message bytes of all collectives in the step
+ *                         (mf_comm_tally_get)
+ * then S steps are timed for tokens/s. Theory, for rank 0, with N tokens
+ * per data-parallel row, fp32:
+ *   parameters  their pieces: matrices / tp, / dp under ZeRO-2/3
+ *   kept        per block 16 N C floats (LayerNorm and Linear inputs,
+ *               q k v, the attention output, the MLP's 4C twice) plus
+ *               LayerNorm statistics; tp divides all but the LayerNorm
+ *               and column-parallel inputs (4 N C stay), sp also the
+ *               LayerNorm inputs (2 N C stay); recompute keeps a block's
+ *               input (block) or that and the MLP's (attn); the head keeps
+ *               the final LayerNorm's input and output and the logits'
+ *               gradient, N V / tp
+ *   comm        tp: 2(2L+1) allreduces of the activations, the loss's
+ *               sums; the gradients: dp's bucketed allreduce, ZeRO's
+ *               gathers per use and reduce-scatters, ZeRO-3's gathers of
+ *               the saved weights for backward (with block recompute,
+ *               the blocks' parameters gathered for the second forward)
+ * Rank 0 prints one row; bench/run_memory.sh runs the schemes.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mpiflow.h"
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_memory: rank %d: %s: %s\n", mf_rank(), what, mf_last_error());
+    exit(1);
+}
+
+typedef struct scheme {
+    int tp, dp, zero;
+    bool sp;
+    mf_gpt_recompute rc;
+} scheme;
+
+static int64_t piece_bytes(mf_tensor *t)
+{
+    mf_tensor *l = t && mf_tensor_is_global(t) ? mf_to_local(t) : mf_tensor_retain(t);
+    int64_t b = l ? mf_tensor_numel(l) * 4 : 0;
+    mf_tensor_destroy(l);
+    return b;
+}
+
+static int64_t list_bytes(const mf_tensor_list *l, bool grads)
+{
+    int64_t b = 0;
+    for (int i = 0; l && i < l->n; i++) b += piece_bytes(grads ? mf_tensor_grad(l->items[i].tensor) : l->items[i].tensor);
+    return b;
+}
+
+/* ---- theory */
+/* elements of one parameter on rank 0: split by tp (its tensor-parallel
+ * axis) and, under ZeRO-2/3, by dp (balanced: the first piece) */
+static int64_t param_elems(const char *name, int64_t numel, int64_t len0, const scheme *s)
+{
+    static const char *const split[] = {"wte.weight", "c_attn.weight", "c_attn.bias", "attn.c_proj.weight",
+                                        "c_fc.weight", "c_fc.bias", "mlp.c_proj.weight"};
+    bool tps = false;
+    for (size_t i = 0; i < sizeof split / sizeof *split; i++) tps |= strstr(name, split[i]) != NULL;
+    int64_t e = tps && s->tp > 1 ? numel / s->tp : numel;
+    (void)len0;
+    return s->zero >= 2 ? (e + s->dp - 1) / s->dp : e;
+}
+
+static int64_t theory_kept(const mf_gpt_config *c, int64_t N, const scheme *s)
+{
+    const int64_t C = c->n_embd, t = s->tp, H = c->n_head;
+    int64_t full = s->sp ? 2 * N * C : 4 * N * C, split = s->sp ? 14 * N * C : 12 * N * C;
+    int64_t stats = s->sp ? 4 * N / t : 4 * N;
+    int64_t block = full + split / t + stats + N * H / t;     /* floats */
+    int64_t input = s->sp ? N * C / t : N * C;
+    int64_t mlp = (s->sp ? N * C / t : N * C) + N * C + 8 * N * C / t + 2 * (s->sp ? N / t : N);
+    if (s->rc == MF_RECOMPUTE_BLOCK) block = input;
+    else if (s->rc == MF_RECOMPUTE_ATTN) block = input + mlp;
+    int64_t head = input + 2 * N + N * C + N * (int64_t)c->vocab_size / t;
+    int64_t bytes = 4 * (c->n_layer * block + head) + 8 * N + (t > 1 ? 12 * N : 0) + 8 * c->seq_len;
+    return bytes;
+}
+
+/* message bytes of a step's collectives on rank 0 */
+/* parameter elements (rank 0, before ZeRO's split) by where they are
+ * used: the attention half of the blocks, the MLP half, outside; the
+ * weights backward keeps of each (all but biases and wpe) */
+typedef struct pcount {
+    int64_t all, rep, wte;
+    int64_t half[3], saved[3];   /* attention half, MLP half, outside */
+} pcount;
+
+static int64_t theory_comm(const mf_gpt_config *c, int64_t N, const pcount *q, const scheme *s)
+{
+    const int64_t L = c->n_layer, A = 4 * N * c->n_embd;
+    int64_t b = 0;
+    if (s->tp > 1) {
+        int64_t again = s->rc == MF_RECOMPUTE_BLOCK ? 2 * L : s->rc == MF_RECOMPUTE_ATTN ? L : 0;
+        b += (2 * (2 * L + 1) + again) * A * (s->sp ? 2 : 1) + 4 * N + 4 * N * s->tp;
+    }
+    if (s->zero >= 2) {   /* each use gathered, each gradient reduce-scattered */
+        b += 2 * 4 * (q->all + q->wte);
+        /* ZeRO-3: what backward keeps gathered again; a recomputed part's
+         * parameters all, once, for its second forward */
+        const bool rc_attn = s->rc != MF_RECOMPUTE_NONE, rc_mlp = s->rc == MF_RECOMPUTE_BLOCK;
+        if (s->zero == 3)
+            b += 4 * ((rc_attn ? q->half[0] : q->saved[0]) + (rc_mlp ? q->half[1] : q->saved[1]) + q->saved[2]);
+        if (s->tp > 1) b += 4 * ((q->rep + s->dp - 1) / s->dp);   /* replicated over tp: their shards summed there */
+    } else if (s->dp > 1) {
+        b += 4 * q->all;                 /* the bucketed allreduce */
+    } else if (s->tp > 1) {
+        b += 4 * q->rep;
+    }
+    return b + (s->dp * s->tp > 1 ? 4 : 0);   /* the loss, for the report */
+}
+
+int main(int argc, char **argv)
+{
+    if (mf_init(&argc, &argv) != MF_OK) return 1;
+    mf_gpt_config c = {4, 8, 256, 256, 8192, 0.0};
+    scheme s = {1, 1, 0, false, MF_RECOMPUTE_NONE};
+    int B = 8, steps = 3;
+    bool header = false;
+    static const struct option longs[] = {
+        {"tp", required_argument, 0, 't'},      {"sp", no_argument, 0, 's'},
+        {"zero", required_argument, 0, 'z'},    {"recompute", required_argument, 0, 'r'},
+        {"n-layer", required_argument, 0, 'L'}, {"n-embd", required_argument, 0, 'C'},
+        {"n-head", required_argument, 0, 'H'},  {"seq-len", required_argument, 0, 'T'},
+        {"vocab", required_argument, 0, 'V'},   {"batch", required_argument, 0, 'B'},
+        {"steps", required_argument, 0, 'S'},   {"header", no_argument, 0, 'h'},
+        {"help", no_argument, 0, '?'},          {0, 0, 0, 0},
+    };
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        switch (ch) {
+        case 't': s.tp = atoi(optarg); break;
+        case 's': s.sp = true; break;
+        case 'z': s.zero = atoi(optarg); break;
+        case 'r': s.rc = !strcmp(optarg, "block") ? MF_RECOMPUTE_BLOCK : !strcmp(optarg, "attn") ? MF_RECOMPUTE_ATTN
+                                                                                              : MF_RECOMPUTE_NONE; break;
+        case 'L': c.n_layer = atoi(optarg); break;
+        case 'C': c.n_embd = atoi(optarg); break;
+        case 'H': c.n_head = atoi(optarg); break;
+        case 'T': c.seq_len = atoi(optarg); break;
+        case 'V': c.vocab_size = atoi(optarg); break;
+        case 'B': B = atoi(optarg); break;
+        case 'S': steps = atoi(optarg); break;
+        case 'h': header = true; break;
+        default:
+            if (mf_rank() == 0)
+                printf("usage: mpiexec -n N bench_memory [--tp T] [--sp] [--zero 0|2|3] [--recompute none|block|attn]\n"
+                       "       [--n-layer L] [--n-embd C] [--n-head H] [--seq-len T] [--vocab V] [--batch B]\n"
+                       "       [--steps S] [--header]\n"
+                       "A GPT's memory per rank by category, communication per step and tokens/s under one\n"
+                       "parallel scheme, each next to theory's figure (doc/performance.md).\n");
+            mf_finalize();
+            return ch == '?' ? 0 : 2;
+        }
+    }
+    int n = mf_world_size();
+    if (s.tp < 1 || n % s.tp) {
+        fprintf(stderr, "bench_memory: --tp %d does not divide %d ranks\n", s.tp, n);
+        return 2;
+    }
+    s.dp = n / s.tp;
+    mf_manual_seed(0);
+    mf_module *m = mf_model_gpt(&c);
+    if (!m || mf_gpt_set_recompute(m, s.rc) != MF_OK) die("model");
+    mf_placement *p = NULL;
+    if (n > 1 || s.zero) {
+        p = mf_placement_world_mesh(2, (const int[]){s.dp, s.tp});
+        mf_gpt_parallel gp = {1, s.sp, s.zero};
+        if (!p || mf_gpt_parallelize(m, p, &gp) != MF_OK) die("mf_gpt_parallelize");
+    }
+    /* theory's parameter counts on rank 0 */
+    mf_tensor_list *params = mf_module_parameters(m);
+    int64_t P_rank = 0, saved_w = 0;
+    pcount q = {0, 0, 0, {0, 0, 0}, {0, 0, 0}};
+    for (int i = 0; i < params->n; i++) {
+        const char *nm = params->items[i].name;
+        int64_t numel = mf_tensor_numel(params->items[i].tensor), len0 = mf_tensor_shape(params->items[i].tensor)[0];
+        scheme nz = s;
+        nz.zero = 0;
+        int64_t e = param_elems(nm, numel, len0, &nz);
+        P_rank += param_elems(nm, numel, len0, &s);
+        q.all += e;
+        if (e == numel && s.tp > 1) q.rep += e;
+        bool kept_w = !strstr(nm, ".bias") && !strstr(nm, "wpe");   /* Linear and LayerNorm weights, the head */
+        int where = !strstr(nm, ".h.") ? 2 : strstr(nm, "ln_2") || strstr(nm, "mlp") ? 1 : 0;
+        q.half[where] += e;
+        if (kept_w) {
+            q.saved[where] += e;
+            saved_w += e;
+        }
+        if (strstr(nm, "wte")) q.wte = e;
+    }
+    mf_adam_opts ao = mf_adamw_defaults();
+    ao.lr = 1e-4;
+    mf_optim *opt = mf_adamw_create(params, &ao);
+    if (!opt) die("optimizer");
+    int64_t *v = malloc((size_t)B * c.seq_len * sizeof *v);
+    uint64_t r = 7;
+    for (int64_t i = 0; i < (int64_t)B * c.seq_len; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = (int64_t)((r >> 33) % (uint64_t)c.vocab_size);
+    }
+    mf_tensor *x = mf_from_data(MF_I64, 2, (const int64_t[]){B, c.seq_len}, v), *y = mf_clone(x);
+    free(v);
+    if (p) {
+        mf_tensor *gx = mf_global_from_full(x, p, "S(0),B"), *gy = mf_global_from_full(y, p, "S(0),B");
+        mf_tensor_destroy(x);
+        mf_tensor_destroy(y);
+        x = gx;
+        y = gy;
+        if (!x || !y) die("batch");
+    }
+    int64_t kept = 0, grads = 0, peak = 0, comm = 0;
+    double secs = 0;
+    for (int it = 0; it < 2 + steps; it++) {
+        bool measure = it == 1;
+        if (mf_optim_zero_grad(opt) != MF_OK) die("zero_grad");
+        if (measure) {
+            mf_memory_reset_peak();
+            mf_comm_tally_reset();
+        }
+        double t0 = mf_time();
+        mf_tensor *loss = mf_gpt_loss(m, x, y);
+        if (!loss) die("forward");
+        if (measure) kept = mf_autograd_saved_bytes(loss);
+        if (mf_backward(loss) != MF_OK || mf_optim_sync_grads(opt) != MF_OK) die("backward");
+        if (measure) grads = list_bytes(params, true);
+        if (mf_optim_step(opt) != MF_OK) die("step");
+        mf_tensor_destroy(loss);
+        if (it >= 2) secs += mf_time() - t0;
+        if (measure) {
+            mf_memory_stats st;
+            mf_memory_get_stats(&st);
+            peak = st.peak;
+            mf_comm_tally t;
+            mf_comm_tally_get(&t);
+            for (int k = 0; k < MF_COMM_KINDS; k++) comm += t.bytes[k];
+        }
+    }
+    mf_tensor_list *state = mf_optim_state(opt);
+    int64_t pbytes = list_bytes(params, false), sbytes = list_bytes(state, false);
+    const int64_t N = (int64_t)(B / s.dp) * c.seq_len;
+    int64_t t_kept = theory_kept(&c, N, &s) + (s.zero == 2 ? 4 * saved_w : 0);
+    int64_t t_comm = theory_comm(&c, N, &q, &s);
+    if (mf_rank() == 0) {
+        char name[64], tpn[16];
+        snprintf(tpn, sizeof tpn, "tp%d", s.tp);
+        snprintf(name, sizeof name, "%s%s%s%s%s", s.tp > 1 ? tpn : s.zero ? "" : "dp", s.sp ? "+sp" : "",
+                 s.zero ? (s.tp > 1 ? "+zero" : "zero") : "", s.zero ? (s.zero == 2 ? "2" : "3") : "",
+                 s.rc == MF_RECOMPUTE_BLOCK ? "+rc-block" : s.rc == MF_RECOMPUTE_ATTN ? "+rc-attn" : "");
+        if (header) {
+            printf("GPT L=%d C=%d H=%d T=%d V=%d, batch %d; MiB per rank (rank 0): measured / theory\n", c.n_layer,
+                   c.n_embd, c.n_head, c.seq_len, c.vocab_size, B);
+            printf("%-16s %5s %15s %15s %15s %15s %9s %17s %10s\n", "scheme", "ranks", "params", "grads", "adam",
+                   "kept", "peak", "comm/step", "tokens/s");
+        }
+        const double M = 1048576.0;
+        printf("%-16s %5d %7.1f/%-7.1f %7.1f/%-7.1f %7.1f/%-7.1f %7.1f/%-7.1f %9.1f %8.2f/%-8.2f %10.0f\n", name, n,
+               pbytes / M, 4 * P_rank / M, grads / M, 4 * P_rank / M, sbytes / M, 8 * P_rank / M, kept / M,
+               t_kept / M, peak / M, comm / M, t_comm / M, (double)steps * B * c.seq_len / secs);
+        fflush(stdout);
+    }
+    mf_tensor_list_destroy(state);
+    mf_tensor_destroy(x);
+    mf_tensor_destroy(y);
+    mf_optim_destroy(opt);
+    mf_tensor_list_destroy(params);
+    mf_placement_destroy(p);
+    mf_module_destroy(m);
+    mf_finalize();
+    return 0;
+}
