@@ -202,6 +202,19 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
     return MF_OK;
 }
 
+/* all n ranks as the mode's mesh, and this rank's shard of the data */
+static mf_status world_placement(par *pp, int n)
+{
+    int *all = malloc((size_t)n * sizeof *all);
+    if (!all) return MF_ERR_NOMEM;
+    for (int i = 0; i < n; i++) all[i] = i;
+    pp->p = mesh_placement(pp, n, all);
+    free(all);
+    if (!pp->p) return mf_last_status();
+    shard_of(pp);
+    return MF_OK;
+}
+
 /* --tensor-parallel N for a GPT: a mesh (ranks/N) x N, data parallel
  * over its rows, Megatron-LM's split along its columns */
 static mf_status gpt_tp_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
@@ -220,15 +233,10 @@ static mf_status gpt_tp_setup(par *pp, const train_opts *o, mf_module *model, ch
     pp->mesh_r = n / tp;
     pp->mesh_c = tp;
     pp->data_sbp = "S(0),B";
-    int *all = malloc((size_t)n * sizeof *all);
-    if (!all) return MF_ERR_NOMEM;
-    for (int i = 0; i < n; i++) all[i] = i;
-    pp->p = mesh_placement(pp, n, all);
-    free(all);
-    if (!pp->p) return mf_last_status();
-    shard_of(pp);
+    mf_status st = world_placement(pp, n);
+    if (st != MF_OK) return st;
     mf_gpt_parallel gp = {1, o->sequence_parallel, o->zero >= 2 ? o->zero : 0};
-    mf_status st = mf_gpt_parallelize(model, pp->p, &gp);
+    st = mf_gpt_parallelize(model, pp->p, &gp);
     if (st != MF_OK) snprintf(err, len, "--tensor-parallel %d: %s", tp, mf_last_error());
     return st;
 }
@@ -245,13 +253,7 @@ mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, s
     if (!strcmp(pp->mode, "none")) return MF_OK;
     mf_status mst = mesh_for(pp, o, model, n, "the job has", err, len);
     if (mst != MF_OK) return mst;
-    int *all = malloc((size_t)n * sizeof *all);
-    if (!all) return MF_ERR_NOMEM;
-    for (int i = 0; i < n; i++) all[i] = i;
-    pp->p = mesh_placement(pp, n, all);
-    free(all);
-    if (!pp->p) return mf_last_status();
-    shard_of(pp);
+    if ((mst = world_placement(pp, n)) != MF_OK) return mst;
     mf_status st = place_params(pp, model, 0, mf_module_num_children(model), pp->p);
     if (st != MF_OK) snprintf(err, len, "--parallel %s: %s", pp->mode, mf_last_error());
     return st;

@@ -113,27 +113,25 @@ echo "ok: ZeRO-3 gathers the saved weights again in backward: $(cat "$T/z3n2.ag"
 # checkpoints: 5 steps under tp 2, then 5 more elsewhere
 run_train 2 $SMALL --steps 5 --tensor-parallel 2 --checkpoint "$T/c.h5" >/dev/null
 [ "$rc" -eq 0 ] || { cat "$T/out"; fail "tp 2 first half: exit $rc"; }
-for run in "1 x1" "4 xsp --tensor-parallel 4 --sequence-parallel" "4 xz3 --zero 3" "2 xtp --tensor-parallel 2"; do
-    set -- $run
-    np=$1 tag=$2
-    shift 2
-    run_train "$np" $SMALL --steps 10 --resume "$T/c.h5" --dump-params "$T/$tag.p" "$@" >/dev/null
+# resume CKPT NP TAG ARGS...: 10 steps in all from CKPT -> $T/TAG.p, within 1e-5 of the unbroken 1-rank run
+resume() {
+    ck=$1 np=$2 tag=$3
+    shift 3
+    run_train "$np" $SMALL --steps 10 --resume "$ck" --dump-params "$T/$tag.p" "$@" >/dev/null
     [ "$rc" -eq 0 ] || { cat "$T/out"; fail "resume $tag: exit $rc"; }
-    close "$T/$tag.p" "$T/r1.p" 1e-5 || fail "resumed on $np rank(s) $*: parameters differ from the unbroken run"
-done
+    close "$T/$tag.p" "$T/r1.p" 1e-5 || fail "$ck resumed on $np rank(s) $*: parameters differ from the unbroken run"
+}
+resume "$T/c.h5" 1 x1
+resume "$T/c.h5" 4 xsp --tensor-parallel 4 --sequence-parallel
+resume "$T/c.h5" 4 xz3 --zero 3
+resume "$T/c.h5" 2 xtp --tensor-parallel 2
 cmp -s "$T/xtp.p" "$T/tp2.p" || fail "tp 2 resumed under tp 2 is not bit for bit the unbroken tp 2 run"
 run_train 4 $SMALL --steps 5 --tensor-parallel 2 --zero 3 --checkpoint "$T/cz.h5" >/dev/null
 [ "$rc" -eq 0 ] || { cat "$T/out"; fail "ZeRO-3 + tp first half: exit $rc"; }
 h5dump -A -d "/model/transformer.h.0.mlp.c_fc.weight" "$T/cz.h5" | grep -q 'S(1),S(0)' ||
     fail "the ZeRO-3 + tp checkpoint does not record the split parameter's SBP"
-for run in "2 yz2 --zero 2" "1 y1"; do
-    set -- $run
-    np=$1 tag=$2
-    shift 2
-    run_train "$np" $SMALL --steps 10 --resume "$T/cz.h5" --dump-params "$T/$tag.p" "$@" >/dev/null
-    [ "$rc" -eq 0 ] || { cat "$T/out"; fail "resume $tag: exit $rc"; }
-    close "$T/$tag.p" "$T/r1.p" 1e-5 || fail "ZeRO-3 + tp resumed on $np rank(s) $*: parameters differ"
-done
+resume "$T/cz.h5" 2 yz2 --zero 2
+resume "$T/cz.h5" 1 y1
 echo "ok: a tp 2 checkpoint resumes on 1 rank, under tp+sp on 4 and ZeRO-3; ZeRO-3 + tp resumes under ZeRO-2 and on 1 rank; tp 2 under tp 2 bit for bit"
 
 refused 4 "4 heads do not split over 3\|do not form groups of 3" $SMALL --steps 1 --tensor-parallel 3

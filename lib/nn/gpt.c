@@ -289,28 +289,28 @@ static const char *all_b(const mf_placement *p, char *buf, size_t size)
     return buf;
 }
 
-/* x + dropout(attention(ln_1(x))); x borrowed (an mf_recompute_fn) */
-static mf_tensor *attn_sub(void *u, int n, mf_tensor *const *in)
+/* x + dropout(branch(norm(x))); x borrowed */
+static mf_tensor *sublayer(const blk_ctx *cx, const char *norm,
+                           mf_tensor *(*branch)(const mf_module *, const gpt_priv *, mf_tensor *), mf_tensor *x)
 {
-    const blk_ctx *cx = u;
-    (void)n;
-    mf_tensor *h = relayout(&cx->gp->par, ln(&cx->gp->par, cx->b, "ln_1", in[0]), true), *a = h ? attention(cx->b, cx->gp, h) : NULL;
-    mf_tensor *d = dropout(a, cx->gp->c.dropout, cx->tr), *r = d ? mf_add(in[0], d) : NULL;
+    mf_tensor *h = relayout(&cx->gp->par, ln(&cx->gp->par, cx->b, norm, x), true), *f = h ? branch(cx->b, cx->gp, h) : NULL;
+    mf_tensor *d = dropout(f, cx->gp->c.dropout, cx->tr), *r = d ? mf_add(x, d) : NULL;
     mf_tensor_destroy(h);
     mf_tensor_destroy(d);
     return r;
 }
 
-/* x + dropout(mlp(ln_2(x))) */
+/* the attention half and the MLP half of a block (mf_recompute_fns) */
+static mf_tensor *attn_sub(void *u, int n, mf_tensor *const *in)
+{
+    (void)n;
+    return sublayer(u, "ln_1", attention, in[0]);
+}
+
 static mf_tensor *mlp_sub(void *u, int n, mf_tensor *const *in)
 {
-    const blk_ctx *cx = u;
     (void)n;
-    mf_tensor *h = relayout(&cx->gp->par, ln(&cx->gp->par, cx->b, "ln_2", in[0]), true), *f = h ? mlp(cx->b, cx->gp, h) : NULL;
-    mf_tensor *d = dropout(f, cx->gp->c.dropout, cx->tr), *r = d ? mf_add(in[0], d) : NULL;
-    mf_tensor_destroy(h);
-    mf_tensor_destroy(d);
-    return r;
+    return sublayer(u, "ln_2", mlp, in[0]);
 }
 
 /* the whole block */
