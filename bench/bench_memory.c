@@ -117,11 +117,12 @@ static int64_t theory_comm(const mf_gpt_config *c, int64_t N, const pcount *q, c
     }
     if (s->zero >= 2) {   /* each use gathered, each gradient reduce-scattered */
         b += 2 * 4 * (q->all + q->wte);
-        /* ZeRO-3: what backward keeps gathered again; a recomputed part's
-         * parameters all, once, for its second forward */
-        const bool rc_attn = s->rc != MF_RECOMPUTE_NONE, rc_mlp = s->rc == MF_RECOMPUTE_BLOCK;
-        if (s->zero == 3)
-            b += 4 * ((rc_attn ? q->half[0] : q->saved[0]) + (rc_mlp ? q->half[1] : q->saved[1]) + q->saved[2]);
+        /* a recomputed part's parameters once more, for its second
+         * forward; under ZeRO-3 the other parts' kept weights again for
+         * backward */
+        const bool rc[2] = {s->rc != MF_RECOMPUTE_NONE, s->rc == MF_RECOMPUTE_BLOCK};
+        for (int k = 0; k < 2; k++) b += 4 * (rc[k] ? q->half[k] : s->zero == 3 ? q->saved[k] : 0);
+        if (s->zero == 3) b += 4 * q->saved[2];
         if (s->tp > 1) b += 4 * ((q->rep + s->dp - 1) / s->dp);   /* replicated over tp: their shards summed there */
     } else if (s->dp > 1) {
         b += 4 * q->all;                 /* the bucketed allreduce */
@@ -191,7 +192,7 @@ int main(int argc, char **argv)
     }
     /* theory's parameter counts on rank 0 */
     mf_tensor_list *params = mf_module_parameters(m);
-    int64_t P_rank = 0, saved_w = 0;
+    int64_t P_rank = 0;
     pcount q = {0, 0, 0, {0, 0, 0}, {0, 0, 0}};
     for (int i = 0; i < params->n; i++) {
         const char *nm = params->items[i].name;
@@ -205,10 +206,7 @@ int main(int argc, char **argv)
         bool kept_w = !strstr(nm, ".bias") && !strstr(nm, "wpe");   /* Linear and LayerNorm weights, the head */
         int where = !strstr(nm, ".h.") ? 2 : strstr(nm, "ln_2") || strstr(nm, "mlp") ? 1 : 0;
         q.half[where] += e;
-        if (kept_w) {
-            q.saved[where] += e;
-            saved_w += e;
-        }
+        if (kept_w) q.saved[where] += e;
         if (strstr(nm, "wte")) q.wte = e;
     }
     mf_adam_opts ao = mf_adamw_defaults();
@@ -261,7 +259,9 @@ int main(int argc, char **argv)
     mf_tensor_list *state = mf_optim_state(opt);
     int64_t pbytes = list_bytes(params, false), sbytes = list_bytes(state, false);
     const int64_t N = (int64_t)(B / s.dp) * c.seq_len;
-    int64_t t_kept = theory_kept(&c, N, &s) + (s.zero == 2 ? 4 * saved_w : 0);
+    /* ZeRO-2 keeps the gathered weights of what is not recomputed */
+    int64_t kept_w = q.saved[2] + (s.rc == MF_RECOMPUTE_NONE ? q.saved[0] : 0) + (s.rc != MF_RECOMPUTE_BLOCK ? q.saved[1] : 0);
+    int64_t t_kept = theory_kept(&c, N, &s) + (s.zero == 2 ? 4 * kept_w : 0);
     int64_t t_comm = theory_comm(&c, N, &q, &s);
     if (mf_rank() == 0) {
         char name[64], tpn[16];
