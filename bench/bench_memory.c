@@ -18,7 +18,9 @@
  *                         so up to a quarter above the requests)
  *   comm                  message bytes of all collectives in the step
  *                         (mf_comm_tally_get)
- * then S steps are timed for tokens/s. Theory, for rank 0, with N tokens
+ * then S steps are timed for tokens/s, and under ZeRO-3 the share of the
+ * forward's gather time hidden behind compute (mf_gpt_gather_stats).
+ * Theory, for rank 0, with N tokens
  * per data-parallel row, fp32:
  *   parameters  their pieces: matrices / tp, / dp under ZeRO-2/3
  *   kept        per block 16 N C floats (LayerNorm and Linear inputs,
@@ -247,6 +249,7 @@ int main(int argc, char **argv)
         if (mf_optim_step(opt) != MF_OK) die("step");
         mf_tensor_destroy(loss);
         if (it >= 2) secs += mf_time() - t0;
+        if (it == 1) mf_gpt_gather_stats(m, NULL, NULL, true);   /* the timed steps' gathers */
         if (measure) {
             mf_memory_stats st;
             mf_memory_get_stats(&st);
@@ -272,13 +275,17 @@ int main(int argc, char **argv)
         if (header) {
             printf("GPT L=%d C=%d H=%d T=%d V=%d, batch %d; MiB per rank (rank 0): measured / theory\n", c.n_layer,
                    c.n_embd, c.n_head, c.seq_len, c.vocab_size, B);
-            printf("%-16s %5s %15s %15s %15s %15s %9s %17s %10s\n", "scheme", "ranks", "params", "grads", "adam",
-                   "kept", "peak", "comm/step", "tokens/s");
+            printf("%-16s %5s %15s %15s %15s %15s %9s %17s %10s %7s\n", "scheme", "ranks", "params", "grads", "adam",
+                   "kept", "peak", "comm/step", "tokens/s", "hidden");
         }
         const double M = 1048576.0;
-        printf("%-16s %5d %7.1f/%-7.1f %7.1f/%-7.1f %7.1f/%-7.1f %7.1f/%-7.1f %9.1f %8.2f/%-8.2f %10.0f\n", name, n,
+        double gs = 0, ws = 0;
+        mf_gpt_gather_stats(m, &gs, &ws, false);
+        char hid[16] = "-";
+        if (s.zero == 3 && gs > 0) snprintf(hid, sizeof hid, "%.0f%%", ws < gs ? 100 * (1 - ws / gs) : 0.0);
+        printf("%-16s %5d %7.1f/%-7.1f %7.1f/%-7.1f %7.1f/%-7.1f %7.1f/%-7.1f %9.1f %8.2f/%-8.2f %10.0f %7s\n", name, n,
                pbytes / M, 4 * P_rank / M, grads / M, 4 * P_rank / M, sbytes / M, 8 * P_rank / M, kept / M,
-               t_kept / M, peak / M, comm / M, t_comm / M, (double)steps * B * c.seq_len / secs);
+               t_kept / M, peak / M, comm / M, t_comm / M, (double)steps * B * c.seq_len / secs, hid);
         fflush(stdout);
     }
     mf_tensor_list_destroy(state);

@@ -67,6 +67,8 @@ mf_status mfi_allreduce_algo(mfi_comm *c, const void *send, void *recv, int64_t 
 mf_status mfi_iallreduce(mfi_comm *c, void *buf, int64_t count, mf_dtype dt, mf_coll_algo algo, mfi_request **out);
 mf_status mfi_ireduce_scatter(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
                               mfi_request **out);
+mf_status mfi_iallgather(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
+                         mfi_request **out);
 bool mfi_test(mfi_request *r);
 mf_status mfi_wait(mfi_request *r);
 /* mfi_wait, and when the collective ran (mf_time's clock, for traces). */

@@ -233,3 +233,9 @@ mf_status mfi_ireduce_scatter(mfi_comm *c, const void *send, void *recv, const i
 {
     return mfi_ipieces(MFI_REDUCE_SCATTER, c, send, recv, counts, dt, MF_COLL_AUTO, out);
 }
+
+mf_status mfi_iallgather(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt,
+                         mfi_request **out)
+{
+    return mfi_ipieces(MFI_ALLGATHER, c, send, recv, counts, dt, MF_COLL_AUTO, out);
+}

@@ -70,6 +70,12 @@ typedef struct mf_gpt_parallel {
     int zero;
 } mf_gpt_parallel;
 MF_API mf_status mf_gpt_parallelize(mf_module *gpt, const mf_placement *p, const mf_gpt_parallel *o);
+/* ZeRO-3 starts each block's gathers while the block before it computes
+ * (and the final LayerNorm's during the last block); its backward gathers
+ * on demand. gather_s: seconds the forwards' gathers ran, wait_s: of
+ * those, seconds the forward waited; 1 - wait/gather is the share hidden
+ * behind compute. reset: start counting again. Not collective. */
+MF_API void mf_gpt_gather_stats(mf_module *gpt, double *gather_s, double *wait_s, bool reset);
 
 /* Activation recompute (doc/gpt.md, "Recompute"), with mf_recompute:
  * BLOCK keeps only each block's input and runs the block's forward

@@ -93,6 +93,16 @@ void mfi_box_context(const char *what, const mf_tensor *t, const mf_nd_sbp *from
  * its gradient is reduce-scattered back into w's split); views of it
  * saved for backward are gathered again there (regather.c). */
 mf_tensor *mfi_gather_transient(mf_tensor *w, const mf_nd_sbp *to);
+/* The same gather started early (regather.c): a non-blocking allgather
+ * along the one mesh dimension where w is S and `to` B (NULL, with no
+ * error, for anything else: gather it the usual way); finish waits for
+ * it and gives the gathered parameter (differentiable; transient: as
+ * mfi_gather_transient), adding the seconds it waited and the seconds
+ * the allgather ran to *wait_s and *coll_s. free drops one unfinished. */
+typedef struct mfi_prefetch mfi_prefetch;
+mfi_prefetch *mfi_gather_start(mf_tensor *w, const mf_nd_sbp *to);
+mf_tensor *mfi_gather_finish(mfi_prefetch *pf, bool transient, double *wait_s, double *coll_s);
+void mfi_prefetch_free(mfi_prefetch *pf);
 /* Boxing to nd-SBP s on placement p (differentiable). */
 mf_tensor *mfi_redistribute(mf_tensor *t, const mf_placement *p, const mf_nd_sbp *s);
 /* mf_redistribute_start with a checked nd-SBP (t global, p not NULL). */

@@ -73,3 +73,150 @@ mf_status mfi_regather_fill(struct mfi_regather *r, mf_tensor *stub)
     mf_tensor_destroy(g);
     return MF_OK;
 }
+
+/* ------------------------------------------------------------ prefetch
+ * A gather started early (the next module's, while this one computes):
+ * a non-blocking allgather of the split pieces along one mesh
+ * dimension, run by the progress thread. Finishing it lays the pieces
+ * out as the whole parameter and wraps them in an op whose backward is
+ * the gather's dual boxing (a reduce-scatter of the gradient). */
+struct mfi_prefetch {
+    mf_tensor *param;        /* a reference */
+    mf_nd_sbp to;
+    int dim, axis, n;        /* the mesh dimension gathered, the split axis, its ranks */
+    int64_t *counts, *start; /* [n] elements and first index along axis of each rank's piece */
+    mf_tensor *shard, *recv; /* this rank's piece (contiguous) and every rank's, back to back */
+    mfi_request *req;
+};
+
+typedef struct gathered_attrs {
+    mf_tensor *full;         /* forward only */
+    const mf_placement *p;
+    mf_nd_sbp from, to;
+    mfi_meta gm;
+} gathered_attrs;
+
+static mf_status gathered_forward(mfi_call *c, mf_tensor **out)
+{
+    *out = mf_tensor_retain(((const gathered_attrs *)c->attrs)->full);
+    return MF_OK;
+}
+
+static mf_status gathered_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
+{
+    const gathered_attrs *a = c->attrs;
+    mf_nd_sbp dto = mfi_nd_sbp_dual(&a->to), dfrom = mfi_nd_sbp_dual(&a->from);
+    return mfi_boxing(gy, &a->gm, a->p, &dto, a->p, &dfrom, &gx[0]);
+}
+
+static const mfi_op gathered_op = {"parameter gather", MFI_OP_OWN_OUTPUT, NULL, gathered_forward, gathered_backward,
+                                   NULL, NULL};
+
+void mfi_prefetch_free(mfi_prefetch *pf)
+{
+    if (!pf) return;
+    if (pf->req) mfi_wait(pf->req);
+    mf_tensor_destroy(pf->param);
+    mf_tensor_destroy(pf->shard);
+    mf_tensor_destroy(pf->recv);
+    free(pf->counts);
+    free(pf);
+}
+
+mfi_prefetch *mfi_gather_start(mf_tensor *w, const mf_nd_sbp *to)
+{
+    const mfi_global *g = w && w->global ? w->global : NULL;
+    if (!g || !g->local || g->placement->dev != MF_DEV_CPU || mf_tensor_device(g->local) != MF_DEV_CPU) return NULL;
+    const mf_placement *p = g->placement;
+    int dim = -1;
+    for (int d = 0; d < p->mesh_ndim; d++) {
+        bool same = g->sbp.d[d].kind == to->d[d].kind && (to->d[d].kind != MF_SBP_S || g->sbp.d[d].axis == to->d[d].axis);
+        if (same) continue;
+        if (dim >= 0 || g->sbp.d[d].kind != MF_SBP_S || to->d[d].kind != MF_SBP_B) return NULL;   /* one S -> B only */
+        dim = d;
+    }
+    if (dim < 0 || p->mesh[dim] < 2) return NULL;
+    mfi_prefetch *pf = calloc(1, sizeof *pf);
+    const int n = p->mesh[dim];
+    if (!pf || !(pf->counts = calloc(2 * (size_t)n, sizeof *pf->counts))) {
+        free(pf);
+        return NULL;
+    }
+    pf->start = pf->counts + n;
+    pf->param = mf_tensor_retain(w);
+    pf->to = *to;
+    pf->dim = dim;
+    pf->axis = g->sbp.d[dim].axis;
+    pf->n = n;
+    mfi_meta gm;
+    mfi_meta_of(w, &gm);
+    int coord[MF_MAX_MESH];
+    int64_t total = 0;
+    for (int q = 0; q < n; q++) {   /* each rank's piece along the gathered dimension */
+        mfi_box b;
+        memcpy(coord, p->coord, sizeof coord);
+        coord[dim] = q;
+        mfi_region(&gm, &g->sbp, p, coord, &b);
+        pf->counts[q] = mfi_numel(gm.ndim, b.count);
+        pf->start[q] = b.start[pf->axis];
+        total += pf->counts[q];
+    }
+    for (int q = n - 1; q >= 0; q--) pf->start[q] -= pf->start[0];
+    pf->shard = mfi_contiguous_raw(g->local);
+    pf->recv = pf->shard ? mfi_tensor_new(w->dtype, 1, &total) : NULL;
+    if (!pf->recv || mfi_iallgather(p->dim_comm[dim], mf_tensor_data(pf->shard), mf_tensor_data(pf->recv), pf->counts,
+                                    w->dtype, &pf->req) != MF_OK) {
+        pf->req = NULL;
+        mfi_prefetch_free(pf);
+        return NULL;
+    }
+    return pf;
+}
+
+mf_tensor *mfi_gather_finish(mfi_prefetch *pf, bool transient, double *wait_s, double *coll_s)
+{
+    double t0 = mf_time(), ts = 0, te = 0;
+    mf_status st = mfi_wait_times(pf->req, &ts, &te);
+    pf->req = NULL;
+    if (wait_s) *wait_s += mf_time() - t0;
+    if (coll_s) *coll_s += te - ts;
+    mf_tensor *w = pf->param, *full = NULL, *r = NULL;
+    const mfi_global *g = w->global;
+    mfi_meta gm;
+    mfi_meta_of(w, &gm);
+    mfi_box ob;
+    if (st != MF_OK) goto out;
+    mfi_region(&gm, &pf->to, g->placement, g->placement->coord, &ob);
+    if (!(full = mfi_tensor_new(w->dtype, gm.ndim, ob.count))) goto out;
+    int64_t off = 0;
+    for (int q = 0; q < pf->n && st == MF_OK; q++) {   /* piece q into its rows along the axis */
+        int64_t shape[MF_MAX_DIMS], str[MF_MAX_DIMS];
+        memcpy(shape, ob.count, sizeof shape);
+        shape[pf->axis] = ob.count[pf->axis] ? pf->counts[q] / (mfi_numel(gm.ndim, ob.count) / ob.count[pf->axis]) : 0;
+        mfi_contig_strides(gm.ndim, shape, str);
+        mf_tensor *src = mfi_tensor_view(pf->recv, gm.ndim, shape, str, off);
+        mf_tensor *dst = src ? mf_narrow(full, pf->axis, pf->start[q], shape[pf->axis]) : NULL;
+        st = dst ? mf_copy_(dst, src) : mf_last_status();
+        mf_tensor_destroy(src);
+        mf_tensor_destroy(dst);
+        off += pf->counts[q];
+    }
+    if (st != MF_OK) goto out;
+    gathered_attrs a = {full, g->placement, g->sbp, pf->to, gm};
+    mf_tensor *in = g->local, *ol = mfi_apply(&gathered_op, 1, &in, &a, sizeof a);
+    if (!ol) goto out;
+    r = mfi_global_wrap(ol, g->placement, &pf->to, &gm, w->requires_grad);
+    if (r && transient && ol->storage && !ol->storage->regather) {   /* ZeRO-3: freed after use, gathered again */
+        struct mfi_regather *rg = malloc(sizeof *rg);
+        if (rg) {
+            *rg = (struct mfi_regather){1, mf_tensor_retain(w), pf->to};
+            ol->storage->regather = rg;
+        }
+    }
+out:
+    if (!r && st == MF_OK) st = mf_last_status();
+    if (!r) mfi_error_context("gathering '%s' (started early)", mf_tensor_name(w));
+    mf_tensor_destroy(full);
+    mfi_prefetch_free(pf);
+    return r;
+}

@@ -186,6 +186,76 @@ static mf_tensor *get(const mf_module *m, const char *dotted)
     return t;
 }
 
+/* ZeRO-3's gathers of the next block's parameters, started while this
+ * block computes, by parameter; and how long gathers ran and how long
+ * the forward waited for them. */
+enum { MAX_PREFETCH = 32 };
+typedef struct gpt_prefetch {
+    int n;
+    const mf_tensor *param[MAX_PREFETCH];
+    mfi_prefetch *pf[MAX_PREFETCH];
+    double coll_s, wait_s;
+} gpt_prefetch;
+
+/* the nd-SBP t is gathered to for use: B on every dimension but tp's */
+static bool gather_sbp(const mfi_gpt_par *par, const mf_tensor *t, mf_nd_sbp *s)
+{
+    if (par->zero < 2 || !t || !t->global) return false;
+    *s = t->global->sbp;
+    bool split = false;
+    for (int d = 0; d < s->ndim; d++)
+        if (d != par->tp_axis && s->d[d].kind == MF_SBP_S) {
+            s->d[d] = (mf_sbp){MF_SBP_B, 0};
+            split = true;
+        }
+    return split;
+}
+
+/* starts the gathers of m's parameters (ZeRO-3, outside recompute) */
+static void prefetch(const gpt_priv *gp, const mf_module *m, const char *name)
+{
+    gpt_prefetch *pre = gp->par.pre;
+    if (!pre || gp->par.zero < 3 || gp->recompute != MF_RECOMPUTE_NONE || mfi_recomputing()) return;
+    mf_tensor_list *l = mf_module_parameters(m);
+    for (int i = 0; l && i < l->n && pre->n < MAX_PREFETCH; i++) {
+        if (name && !strstr(l->items[i].name, name)) continue;
+        mf_nd_sbp s;
+        mf_tensor *t = l->items[i].tensor;
+        mfi_prefetch *pf = gather_sbp(&gp->par, t, &s) ? mfi_gather_start(t, &s) : NULL;
+        if (!pf) continue;
+        pre->param[pre->n] = t;
+        pre->pf[pre->n++] = pf;
+    }
+    mf_tensor_list_destroy(l);
+}
+
+/* the started gather of t, taken out of the table, or NULL */
+static mfi_prefetch *take(gpt_prefetch *pre, const mf_tensor *t)
+{
+    for (int i = 0; pre && i < pre->n; i++)
+        if (pre->param[i] == t) {
+            mfi_prefetch *pf = pre->pf[i];
+            pre->param[i] = pre->param[pre->n - 1];
+            pre->pf[i] = pre->pf[--pre->n];
+            return pf;
+        }
+    return NULL;
+}
+
+static void drain(gpt_prefetch *pre)
+{
+    while (pre && pre->n) mfi_prefetch_free(pre->pf[--pre->n]);
+}
+
+void mf_gpt_gather_stats(mf_module *m, double *gather_s, double *wait_s, bool reset)
+{
+    mfi_gpt_par *par = mfi_gpt_par_of(m);
+    gpt_prefetch *pre = par ? par->pre : NULL;
+    if (gather_s) *gather_s = pre ? pre->coll_s : 0;
+    if (wait_s) *wait_s = pre ? pre->wait_s : 0;
+    if (pre && reset) pre->coll_s = pre->wait_s = 0;
+}
+
 /* A parameter for one use (a new reference): under ZeRO-2 and -3 its
  * data-parallel split gathered to B (doc/parallelism.md, "Transformers");
  * ZeRO-3's copy is freed after the forward and gathered again for
@@ -194,17 +264,19 @@ static mf_tensor *get(const mf_module *m, const char *dotted)
 static mf_tensor *use(const mfi_gpt_par *par, const mf_module *m, const char *dotted)
 {
     mf_tensor *t = get(m, dotted);
-    if (!t || par->zero < 2 || !t->global) return mf_tensor_retain(t);
-    mf_nd_sbp s = t->global->sbp;
-    bool split = false;
-    for (int d = 0; d < s.ndim; d++)
-        if (d != par->tp_axis && s.d[d].kind == MF_SBP_S) {
-            s.d[d] = (mf_sbp){MF_SBP_B, 0};
-            split = true;
-        }
-    if (!split) return mf_tensor_retain(t);
-    if (par->zero >= 3 && !mfi_recomputing()) return mfi_gather_transient(t, &s);
-    return mfi_redistribute(t, t->global->placement, &s);
+    mf_nd_sbp s;
+    if (!gather_sbp(par, t, &s)) return mf_tensor_retain(t);
+    if (par->zero < 3 || mfi_recomputing()) return mfi_redistribute(t, t->global->placement, &s);
+    gpt_prefetch *pre = par->pre;
+    mfi_prefetch *pf = take(pre, t);
+    if (pf) return mfi_gather_finish(pf, true, &pre->wait_s, &pre->coll_s);
+    double t0 = mf_time();   /* not started early: all of it is waited for */
+    mf_tensor *g = mfi_gather_transient(t, &s);
+    if (pre) {
+        pre->coll_s += mf_time() - t0;
+        pre->wait_s += mf_time() - t0;
+    }
+    return g;
 }
 
 /* y = x W^T + b with the Linear under m named name */
@@ -352,10 +424,12 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
     const int64_t T = mf_tensor_shape(idx)[1];
     const bool tr = mf_module_is_training(m);
     const gpt_priv *gp = m->priv;
-    const mf_module *tf = mf_module_child(m, "transformer");
+    const mf_module *tf = mf_module_child(m, "transformer"), *hs = mf_module_child(tf, "h");
+    prefetch(gp, mf_module_child_at(hs, 0), NULL);   /* block 0's gathers run during the embedding */
     mf_tensor *wte = use(&gp->par, tf, "wte.weight"), *wpe = wte ? use(&gp->par, tf, "wpe.weight") : NULL;
     if (!wte || !wpe) {
         mf_tensor_destroy(wte);
+        drain(gp->par.pre);
         return NULL;
     }
     /* positions 0..T-1 on the placement of the embedding */
@@ -377,9 +451,10 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
     mf_tensor_destroy(wte);
     mf_tensor_destroy(wpe);
     x = dropout(x, c->dropout, tr);
-    const mf_module *hs = mf_module_child(tf, "h");
     for (int i = 0; x && i < c->n_layer; i++) {
         blk_ctx *cx = &gp->ctx[i];
+        if (i + 1 < c->n_layer) prefetch(gp, mf_module_child_at(hs, i + 1), NULL);
+        else prefetch(gp, tf, "ln_f.");
         *cx = (blk_ctx){gp, mf_module_child_at(hs, i), tr};
         mf_tensor *a = NULL, *nx = NULL;
         switch (gp->recompute) {
@@ -398,6 +473,7 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
     }
     mf_tensor *y = x ? relayout(&gp->par, ln(&gp->par, tf, "ln_f", x), true) : NULL;
     mf_tensor_destroy(x);
+    drain(gp->par.pre);   /* what an error left started */
     return y;
 }
 
@@ -466,7 +542,13 @@ static void gpt_describe(const mf_module *m, char *buf, size_t size)
              p->c.n_head, p->c.n_embd, p->c.seq_len, p->c.vocab_size, p->c.dropout);
 }
 
-static void gpt_destroy(mf_module *m) { free(((gpt_priv *)m->priv)->ctx); }
+static void gpt_destroy(mf_module *m)
+{
+    gpt_priv *p = m->priv;
+    drain(p->par.pre);
+    free(p->par.pre);
+    free(p->ctx);
+}
 
 static const mf_module_ops gpt_ops = {"GPT", gpt_forward, gpt_reset, gpt_destroy, gpt_describe};
 
@@ -485,7 +567,8 @@ mf_module *mf_model_gpt(const mf_gpt_config *c)
     if (!root) return NULL;
     ((gpt_priv *)root->priv)->c = *c;
     ((gpt_priv *)root->priv)->par.tp_dim = ((gpt_priv *)root->priv)->par.tp_axis = -1;
-    if (!(((gpt_priv *)root->priv)->ctx = calloc((size_t)c->n_layer, sizeof(blk_ctx)))) {
+    ((gpt_priv *)root->priv)->par.pre = calloc(1, sizeof(gpt_prefetch));
+    if (!((gpt_priv *)root->priv)->par.pre || !(((gpt_priv *)root->priv)->ctx = calloc((size_t)c->n_layer, sizeof(blk_ctx)))) {
         mf_module_destroy(root);
         mfi_error(MF_ERR_NOMEM, "mf_model_gpt: out of memory");
         return NULL;

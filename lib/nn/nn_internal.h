@@ -42,6 +42,7 @@ typedef struct mfi_gpt_par {
     int tp;       /* its size */
     bool sp;      /* sequence parallel */
     int zero;     /* 2, 3: parameters split over the other dimensions, gathered per use */
+    struct gpt_prefetch *pre;   /* ZeRO-3's gathers started early (gpt.c) */
 } mfi_gpt_par;
 /* The GPT's (mutable), or NULL for another module. */
 mfi_gpt_par *mfi_gpt_par_of(mf_module *m);
