@@ -54,6 +54,33 @@ b=$("$GEN" --checkpoint "$T/b.h5" --prompt "line " --max-new-tokens 40 --seed 3)
 [ "$a" = "$b" ] || fail "the imported checkpoint generates other text"
 echo "ok: the same text from both"
 
+# a checkpoint with c_attn in its older 2-D layout ([3C, C], [3C]): refused
+# with a message naming the conversion, which then gives the same model
+if /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null; then
+    cp "$T/a.h5" "$T/old.h5"
+    /usr/bin/python3 - "$T/old.h5" <<'EOF' || fail "rewriting c_attn in the older layout"
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    for i in range(2):
+        for part in ("weight", "bias"):
+            k = "model/transformer.h.%d.attn.c_attn.%s" % (i, part)
+            a, attrs = f[k][...], dict(f[k].attrs)
+            del f[k]
+            d = f.create_dataset(k, data=a.reshape((a.shape[0] * a.shape[1],) + a.shape[2:]))
+            for n, v in attrs.items():
+                d.attrs[n] = v
+EOF
+    run_train 1 --model gpt --dataset "text:$T/t.txt" --n-layer 2 --n-head 2 --n-embd 32 --seq-len 16 --batch-size 8 \
+        --steps 6 --threads 1 --no-eval --resume "$T/old.h5" >/dev/null
+    [ "$rc" -eq 2 ] && grep -q "has shape \[96,32\] in the checkpoint but \[3,32,32\] in the model (the same values in an older layout: convert" "$T/out" ||
+        { cat "$T/out"; fail "an older c_attn: exit $rc, or no hint"; }
+    "$CKPT" export "$T/old.h5" "$T/old.safetensors" >/dev/null || fail "export of the older layout"
+    "$CKPT" import "$T/old.safetensors" "$T/conv.h5" --n-head 2 >/dev/null || fail "import of the older layout"
+    "$CKPT" export "$T/conv.h5" "$T/conv.mf.safetensors" >/dev/null || fail "export of the converted checkpoint"
+    cmp "$T/conv.mf.safetensors" "$T/a.mf.safetensors" || fail "the converted checkpoint's weights differ"
+    echo "ok: an older c_attn layout is refused with its conversion, which gives the same weights"
+fi
+
 head -c 40 "$T/a.safetensors" >"$T/bad.safetensors"
 "$CKPT" import "$T/bad.safetensors" "$T/c.h5" --layout hf-gpt2 >"$T/out" 2>&1
 rc=$?

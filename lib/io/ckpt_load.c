@@ -40,18 +40,22 @@ static mf_status read_tensor(hid_t root, const hid_t *dxpl, const char *file, co
     hid_t fs = H5Dget_space(ds), ft = H5Dget_type(ds);
     hsize_t dims[MF_MAX_DIMS];
     int nd = H5Sget_simple_extent_ndims(fs);
-    bool shape_ok = nd == l.gm.ndim && nd >= 0 && nd <= MF_MAX_DIMS;
-    if (shape_ok) H5Sget_simple_extent_dims(fs, dims, NULL);
+    bool readable = nd >= 0 && nd <= MF_MAX_DIMS, shape_ok = readable && nd == l.gm.ndim;
+    if (readable) H5Sget_simple_extent_dims(fs, dims, NULL);
     int64_t fshape[MF_MAX_DIMS];
-    for (int i = 0; shape_ok && i < nd; i++) {
-        fshape[i] = (int64_t)dims[i];
-        shape_ok = fshape[i] == l.gm.shape[i];
-    }
+    for (int i = 0; readable && i < nd; i++) fshape[i] = (int64_t)dims[i];
+    for (int i = 0; shape_ok && i < nd; i++) shape_ok = fshape[i] == l.gm.shape[i];
     bool type_ok = H5Tget_class(ft) == H5Tget_class(mfi_h5_file_type(l.gm.dtype)) && H5Tget_size(ft) == mf_dtype_size(l.gm.dtype);
     if (!shape_ok) {
-        snprintf(msg, msglen, "%s: tensor '%s' has shape %s in the checkpoint but %s in the model", file, name,
-                 nd >= 0 && nd <= MF_MAX_DIMS ? mfi_shape_str(nd, fshape, got, sizeof got) : "(unreadable)",
-                 mfi_shape_str(l.gm.ndim, l.gm.shape, want, sizeof want));
+        /* the same elements with the leading axes merged: GPT's c_attn as it was stored before [3, C, C] */
+        bool merged = readable && nd == l.gm.ndim - 1 && nd >= 1;
+        for (int i = 1; merged && i < nd; i++) merged = fshape[i] == l.gm.shape[i + 1];
+        merged = merged && fshape[0] == l.gm.shape[0] * l.gm.shape[1];
+        snprintf(msg, msglen, "%s: tensor '%s' has shape %s in the checkpoint but %s in the model%s", file, name,
+                 readable ? mfi_shape_str(nd, fshape, got, sizeof got) : "(unreadable)",
+                 mfi_shape_str(l.gm.ndim, l.gm.shape, want, sizeof want),
+                 merged ? " (the same values in an older layout: convert the weights with mpiflow-ckpt export FILE "
+                          "W.safetensors, then mpiflow-ckpt import W.safetensors NEW.h5; doc/gpt.md)" : "");
         st = MF_ERR_SHAPE;
     } else if (!type_ok) {
         snprintf(msg, msglen, "%s: tensor '%s' has another dtype in the checkpoint than the model's %s", file, name,
