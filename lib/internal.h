@@ -317,9 +317,9 @@ bool mfi_recomputing(void);
  * what gathers one again; the storage's is dropped when it is freed. */
 void mfi_regather_retain(struct mfi_regather *r);
 void mfi_regather_release(struct mfi_regather *r);
-/* Gives stub (a view that lost its storage when saved) the storage of a
+/* Gives bare (a view saved without its storage) the storage of a
  * fresh gather of its parameter. */
-mf_status mfi_regather_fill(struct mfi_regather *r, mf_tensor *stub);
+mf_status mfi_regather_fill(struct mfi_regather *r, mf_tensor *bare);
 /* In forward: keeps t (as a detached alias) for backward. A view of a
  * gathered parameter (mfi_gather_transient) is kept without its storage
  * and gathered again when backward asks for it. */

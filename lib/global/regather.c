@@ -59,7 +59,7 @@ mf_tensor *mfi_gather_transient(mf_tensor *w, const mf_nd_sbp *to)
     return g;
 }
 
-mf_status mfi_regather_fill(struct mfi_regather *r, mf_tensor *stub)
+mf_status mfi_regather_fill(struct mfi_regather *r, mf_tensor *bare)
 {
     mf_tensor *g = gather(r->param, &r->to);
     if (!g) return mfi_error_context("gathering '%s' again for backward", mf_tensor_name(r->param));
@@ -68,8 +68,8 @@ mf_status mfi_regather_fill(struct mfi_regather *r, mf_tensor *stub)
         mf_tensor_destroy(g);
         MF_FAIL(MF_ERR_INTERNAL, "gathering '%s' again for backward: no local piece", mf_tensor_name(r->param));
     }
-    stub->storage = l->storage;
-    stub->storage->refcount++;
+    bare->storage = l->storage;
+    bare->storage->refcount++;
     mf_tensor_destroy(g);
     return MF_OK;
 }
