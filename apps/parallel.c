@@ -123,9 +123,12 @@ static int default_micro_batches(int64_t batch, int P)
 static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
 {
     int n = mf_world_size(), P = 0;
+    bool gpt = mf_gpt_config_of(model) != NULL;
+    mf_module *layers = gpt ? mf_gpt_layers(model) : model;   /* a GPT's embeddings, blocks and head */
     mf_status st;
+    if (!layers) return mf_last_status();
     if (o->pipeline_cuts) {
-        st = mf_pipeline_parse_cuts(model, o->pipeline_cuts, &P, pp->first);
+        st = mf_pipeline_parse_cuts(layers, o->pipeline_cuts, &P, pp->first);
         if (st == MF_OK && o->pipeline_stages && o->pipeline_stages != P) {
             snprintf(err, len, "--pipeline-cuts %s makes %d stages but --pipeline-stages is %d", o->pipeline_cuts, P,
                      o->pipeline_stages);
@@ -133,10 +136,11 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
         }
     } else {
         P = o->pipeline_stages ? o->pipeline_stages : 1;
-        st = mf_pipeline_balance(model, P, pp->first);
+        st = mf_pipeline_balance(layers, P, pp->first);
     }
     if (st != MF_OK) {
-        snprintf(err, len, "%s: %s", o->pipeline_cuts ? "--pipeline-cuts" : "--pipeline-stages", mf_last_error());
+        snprintf(err, len, "%s: %s%s", o->pipeline_cuts ? "--pipeline-cuts" : "--pipeline-stages", mf_last_error(),
+                 gpt ? "; a GPT's layers are its embeddings, each block, and the final LayerNorm with the head" : "");
         return st;
     }
     if (P > n || n % P) {
@@ -173,7 +177,20 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
         }
         pp->mode = "dp";
     }
-    if ((st = mesh_for(pp, o, model, k, "each stage has", err, len)) != MF_OK) return st;
+    int tp = o->tensor_parallel ? o->tensor_parallel : 1;
+    if (gpt && k % tp) {
+        snprintf(err, len, "--tensor-parallel %d: each of the %d stages has %d rank(s), which do not form groups of %d",
+                 tp, P, k, tp);
+        return MF_ERR_ARG;
+    }
+    if (gpt) {   /* a mesh (k/tp) x tp in each stage, as gpt_tp_setup */
+        pp->mode = o->sequence_parallel ? "tp+sp" : tp > 1 ? "tp" : "dp";
+        pp->mesh_r = k / tp;
+        pp->mesh_c = tp;
+        pp->data_sbp = "S(0),B";
+    } else if ((st = mesh_for(pp, o, model, k, "each stage has", err, len)) != MF_OK) {
+        return st;
+    }
     int *ranks = malloc((size_t)k * sizeof *ranks);
     if (!ranks) return MF_ERR_NOMEM;
     for (int s = 0; s < P && (s == 0 || pp->stage[s - 1]); s++) {
@@ -184,6 +201,14 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
     if (!pp->stage[P - 1]) return mf_last_status();
     pp->p = mf_placement_retain(pp->stage[mf_rank() / k]);
     shard_of(pp);
+    if (gpt) {
+        mf_gpt_pipeline_opts go = {P, pp->first, pp->stage, {1, o->sequence_parallel, 0}, pp->micro_batches,
+                                   MF_PIPELINE_1F1B};
+        if (mf_pipeline_schedule_parse(o->pipeline_schedule, &go.schedule) == MF_OK)
+            pp->pipe = mf_gpt_pipeline_create(model, &go);
+        if (!pp->pipe) snprintf(err, len, "--pipeline-stages: %s", mf_last_error());
+        return pp->pipe ? MF_OK : mf_last_status();
+    }
     for (int s = 0; s < P; s++) {
         st = place_params(pp, model, pp->first[s], pp->first[s + 1], pp->stage[s]);
         if (st != MF_OK) {
@@ -332,7 +357,10 @@ mf_status par_micro_batches(const par *pp, int64_t rows, int n, bool shards, mf_
         mf_tensor *py = mf_narrow(y, 0, off, piece);
         mf_tensor *cx = px ? mf_contiguous(px) : NULL;
         mx[m] = mf_global_from_piece(cx, nd, gs, pp->stage[0], pp->data_sbp);
-        my[m] = mf_global_from_piece(py, 1, &bm, pp->stage[last], pp->data_sbp);
+        int64_t ys[MF_MAX_DIMS];   /* labels [rows], or a language model's targets [rows, T] */
+        memcpy(ys, mf_tensor_shape(y), (size_t)mf_tensor_ndim(y) * sizeof *ys);
+        ys[0] = bm;
+        my[m] = mf_global_from_piece(py, mf_tensor_ndim(y), ys, pp->stage[last], pp->data_sbp);
         if (!mx[m] || !my[m]) st = mf_last_status();
         mf_tensor_destroy(px);
         mf_tensor_destroy(cx);
@@ -349,6 +377,9 @@ void par_describe(const par *pp, char *buf, size_t len)
         size_t k = (size_t)snprintf(buf, len, "pipeline of %d stage(s) x %s on %d rank(s) each, %s schedule, %d micro-batches",
                                     pp->nstages, pp->mode, mf_placement_size(pp->stage[0]), pp->schedule,
                                     pp->micro_batches);
+        if (!strncmp(pp->mode, "tp", 2) && k < len)
+            k += (size_t)snprintf(buf + k, len - k, ", %d data-parallel x %d tensor-parallel ranks per stage%s", pp->mesh_r,
+                                  pp->mesh_c, strcmp(pp->mode, "tp+sp") ? "" : ", sequence parallel");
         if (pp->shards && k < len)
             k += (size_t)snprintf(buf + k, len - k, ", deterministic: %d shards summed in order", pp->shards);
         for (int s = 0; s < pp->nstages && k < len; s++)

@@ -217,6 +217,17 @@ static mf_status eval_metric(mf_tensor *out, mf_tensor *y, void *user, mf_tensor
     return vals[0] && vals[1] ? MF_OK : mf_last_status();
 }
 
+/* a GPT's: the summed loss (the micro-batch's mean over its tokens,
+ * weighted by its rows, as evaluate sums it) and no answers to count */
+static mf_status gpt_metric(mf_tensor *out, mf_tensor *y, void *gpt, mf_tensor **vals)
+{
+    mf_tensor *mean = mf_gpt_pipeline_loss(out, y, gpt);
+    vals[0] = mean ? mf_scale(mean, (double)mf_tensor_shape(y)[0]) : NULL;
+    vals[1] = vals[0] ? mf_scalar(MF_F32, 0.0) : NULL;
+    mf_tensor_destroy(mean);
+    return vals[0] && vals[1] ? MF_OK : mf_last_status();
+}
+
 static void destroy_all(int n, mf_tensor **t)
 {
     for (int i = 0; i < n; i++) mf_tensor_destroy(t[i]);
@@ -228,7 +239,8 @@ static mf_status pipe_eval(run *r, int64_t rows, mf_tensor *x, mf_tensor *y, dou
     int n = r->par.micro_batches < rows ? r->par.micro_batches : (int)rows;
     mf_tensor *mx[MF_LOADER_MAX_MICRO], *my[MF_LOADER_MAX_MICRO];
     mf_status st = par_micro_batches(&r->par, rows, n, false, x, y, mx, my);
-    if (st == MF_OK) st = mf_pipeline_eval(r->par.pipe, n, mx, my, eval_metric, NULL, 2, v);
+    if (st == MF_OK)
+        st = mf_pipeline_eval(r->par.pipe, n, mx, my, r->gpt ? gpt_metric : eval_metric, r->model, 2, v);
     destroy_all(n, mx);
     destroy_all(n, my);
     return st;
@@ -304,7 +316,8 @@ static mf_status pipe_train_step(run *r, mf_tensor *x, mf_tensor *y, double *los
     mf_tensor *mx[MF_LOADER_MAX_MICRO], *my[MF_LOADER_MAX_MICRO];
     mf_status st = par_micro_batches(&r->par, mf_loader_batch_rows(r->loader), n, r->par.shards > 0, x, y, mx, my);
     if (st == MF_OK) st = mf_optim_zero_grad(r->optim);
-    if (st == MF_OK) st = mf_pipeline_train_step(r->par.pipe, mx, my, NULL, NULL, loss_out);
+    if (st == MF_OK)
+        st = mf_pipeline_train_step(r->par.pipe, mx, my, r->gpt ? mf_gpt_pipeline_loss : NULL, r->model, loss_out);
     double t0 = mf_time();
     if (st == MF_OK && r->o.clip_grad > 0) st = mf_clip_grad_norm(r->params, r->o.clip_grad, NULL);
     if (st == MF_OK) st = mf_optim_step(r->optim);

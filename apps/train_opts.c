@@ -81,6 +81,9 @@ void train_opts_usage(FILE *f)
         "                             the ranks form P equal groups, in order, and --parallel\n"
         "                             applies inside each stage (2x2x2: 8 ranks, --parallel 2d\n"
         "                             --mesh 2x2 --pipeline-stages 2)\n"
+        "                             gpt: its layers are the embeddings (0), each block\n"
+        "                             (1..L) and the final LayerNorm with the tied head (L+1);\n"
+        "                             --tensor-parallel applies inside each stage\n"
         "  --pipeline-cuts C1,C2,..   cut before these layers instead (e.g. 6 for lenet)\n"
         "  --micro-batches M          micro-batches per step, gradients accumulated (M must\n"
         "                             divide --batch-size; default: the largest divisor <= 4P)\n"
@@ -607,8 +610,10 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         if (o->parallel && strcmp(o->parallel, "none") && strcmp(o->parallel, "dp"))
             return fail(err, len, "--model gpt: --parallel %s is not available for gpt in this release; use none or dp",
                         o->parallel);
-        if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches)
-            return fail(err, len, "--model gpt: pipelines are not available for gpt in this release");
+        if ((o->pipeline_stages || o->pipeline_cuts || o->micro_batches) && o->zero >= 2)
+            return fail(err, len, "--zero %d with a pipeline: ZeRO-2 and -3 split parameters over the data-parallel "
+                        "ranks, but pipeline stages keep theirs whole; use --zero 1 (the optimizer state) inside "
+                        "the stages", o->zero);
         if (o->shards) return fail(err, len, "--model gpt: --deterministic is not available for gpt in this release");
     }
     bool adam = !strcmp(o->optimizer, "adam") || !strcmp(o->optimizer, "adamw");

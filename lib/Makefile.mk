@@ -9,12 +9,12 @@ lib_libmf_core_la_SOURCES = \
 	lib/op/softmax.c lib/op/embedding.c lib/op/conv2d.c lib/op/pool.c lib/op/norm.c \
 	lib/op/dropout.c lib/op/loss.c lib/op/to_device.c lib/op/autocast.c lib/op/attention.c lib/op/linear_xent.c \
 	lib/nn/module.c lib/nn/linear.c lib/nn/conv2d.c lib/nn/pool.c lib/nn/activation.c \
-	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c lib/nn/gpt.c lib/nn/gpt_parallel.c lib/nn/gpt_generate.c lib/nn/to_global.c \
+	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c lib/nn/gpt.c lib/nn/gpt_parallel.c lib/nn/gpt_pipeline.c lib/nn/gpt_generate.c lib/nn/to_global.c \
 	lib/optim/optimizer.c lib/optim/sgd.c lib/optim/rmsprop.c lib/optim/adam.c \
 	lib/optim/schedule.c lib/optim/clip.c lib/optim/grad_sync.c lib/optim/buckets.c lib/optim/bucket_sum.c lib/optim/zero.c lib/optim/optim_state.c \
 	lib/pipeline/partition.c \
 	lib/pipeline/schedule.c \
-	lib/pipeline/executor.c \
+	lib/pipeline/executor.c lib/pipeline/tied.c \
 	lib/pipeline/shards.c \
 	lib/io/idx.c lib/io/zfile.c lib/io/dataset.c lib/io/tokens.c lib/io/safetensors.c lib/io/loader.c lib/io/h5util.c lib/io/ckpt.c lib/io/ckpt_load.c lib/io/ckpt_layout.c lib/io/ckpt_check.c lib/io/ckpt_file.c \
 	lib/global/placement.c lib/global/sbp.c lib/global/gtensor.c lib/global/boxing.c \

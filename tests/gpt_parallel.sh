@@ -28,21 +28,11 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T="$TMPDIR_TEST"
 G="$top_builddir/tests/gpt_parallel"
 
-# close A B TOL: per "# name" block, max |a - b| / max |b| (each tensor's
-# scale) over all blocks
-close() {
-    paste -d' ' "$1" "$2" | awk -v tol="$3" '
-        function done() { if (n && m > 0 && d / m > w) w = d / m; if (n && m == 0 && d > w) w = d }
-        /^#/ { done(); d = 0; m = 0; n = 0; next }
-        { e = $1 - $2; if (e < 0) e = -e; b = $2 < 0 ? -$2 : $2; if (e > d) d = e; if (b > m) m = b; n++; all++ }
-        END { done(); printf "%d values, worst difference %.3g of the tensor'"'"'s largest\n", all, w; exit !(all > 0 && w <= tol) }'
-}
-
 "$MPIEXEC" -n 1 "$G" 1 0 "$T/g1" || fail "gpt_parallel on 1 rank"
 for run in "2 2 0" "4 4 0" "4 2 0" "2 2 1" "4 4 1" "4 2 1" "2 1 0"; do
     set -- $run
     "$MPIEXEC" -n "$1" "$G" "$2" "$3" "$T/g.$1.$2.$3" || fail "gpt_parallel: np $1 tp $2 sp $3"
-    close "$T/g.$1.$2.$3" "$T/g1" 1e-5 || fail "np $1 tp $2 sp $3: the loss or gradients differ from 1 rank"
+    close_params "$T/g.$1.$2.$3" "$T/g1" 1e-5 || fail "np $1 tp $2 sp $3: the loss or gradients differ from 1 rank"
 done
 
 # recompute: the same bits
@@ -81,11 +71,11 @@ for run in "tp2 2 2" "tp4 4 4" "dptp 4 2"; do
     train "$1" "$2" --tensor-parallel "$3"
     grep -q "parallel tp: $(($2 / $3)) data-parallel x $3 tensor-parallel" "$T/out" || fail "$1: not tp"
     same_losses "$T/$1.csv" "$T/r1.csv" "$1 losses"
-    close "$T/$1.p" "$T/r1.p" 1e-5 || fail "$1: parameters differ from 1 rank"
+    close_params "$T/$1.p" "$T/r1.p" 1e-5 || fail "$1: parameters differ from 1 rank"
     train "$1sp" "$2" --tensor-parallel "$3" --sequence-parallel
     grep -q "sequence parallel" "$T/out" || fail "$1sp: not sequence parallel"
     same_losses "$T/$1sp.csv" "$T/r1.csv" "$1 + sp losses"
-    close "$T/$1sp.p" "$T/r1.p" 1e-5 || fail "$1sp: parameters differ from 1 rank"
+    close_params "$T/$1sp.p" "$T/r1.p" 1e-5 || fail "$1sp: parameters differ from 1 rank"
 done
 
 for mode in block attn; do
@@ -104,7 +94,7 @@ for run in "z2n2 2 --zero 2" "z3n2 2 --zero 3" "z3n3 3 --zero 3" "z3n4 4 --zero 
     grep -q "ZeRO-$2" "$T/out" || fail "$tag: not ZeRO-$2"
     grep "^communication" "$T/out" | sed -n 's/.*allgather \([0-9.]*\) calls.*/\1/p' >"$T/$tag.ag"
     same_losses "$T/$tag.csv" "$T/r1.csv" "$tag: $*"
-    close "$T/$tag.p" "$T/r1.p" 1e-5 || fail "$tag: parameters differ from 1 rank"
+    close_params "$T/$tag.p" "$T/r1.p" 1e-5 || fail "$tag: parameters differ from 1 rank"
 done
 awk -v a="$(cat "$T/z2n2.ag")" -v b="$(cat "$T/z3n2.ag")" 'BEGIN { exit !(b > a) }' ||
     fail "ZeRO-3 gathers no more than ZeRO-2 ($(cat "$T/z3n2.ag") against $(cat "$T/z2n2.ag") allgathers per step)"
@@ -119,7 +109,7 @@ resume() {
     shift 3
     run_train "$np" $SMALL --steps 10 --resume "$ck" --dump-params "$T/$tag.p" "$@" >/dev/null
     [ "$rc" -eq 0 ] || { cat "$T/out"; fail "resume $tag: exit $rc"; }
-    close "$T/$tag.p" "$T/r1.p" 1e-5 || fail "$ck resumed on $np rank(s) $*: parameters differ from the unbroken run"
+    close_params "$T/$tag.p" "$T/r1.p" 1e-5 || fail "$ck resumed on $np rank(s) $*: parameters differ from the unbroken run"
 }
 resume "$T/c.h5" 1 x1
 resume "$T/c.h5" 4 xsp --tensor-parallel 4 --sequence-parallel

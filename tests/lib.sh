@@ -116,3 +116,14 @@ same_losses() {
              END { printf "ok: %s: worst relative loss difference %.3g over %d steps\n", what, w, n;
                    exit !(n > 0 && w <= tol) }' || fail "$3: losses differ"
 }
+
+# close_params A B TOL: two --dump-params files agree: per "# name" block,
+# max |a - b| / max |b| (each tensor's scale), worst over all blocks, at
+# most TOL
+close_params() {
+    paste -d' ' "$1" "$2" | awk -v tol="$3" '
+        function done() { if (n && m > 0 && d / m > w) w = d / m; if (n && m == 0 && d > w) w = d }
+        /^#/ { done(); d = 0; m = 0; n = 0; next }
+        { e = $1 - $2; if (e < 0) e = -e; b = $2 < 0 ? -$2 : $2; if (e > d) d = e; if (b > m) m = b; n++; all++ }
+        END { done(); printf "%d values, worst difference %.3g of the tensor'"'"'s largest\n", all, w; exit !(all > 0 && w <= tol) }'
+}

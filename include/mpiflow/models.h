@@ -6,6 +6,7 @@
 #define MPIFLOW_MODELS_H
 
 #include "mpiflow/nn.h"
+#include "mpiflow/pipeline.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,6 +77,35 @@ MF_API mf_status mf_gpt_parallelize(mf_module *gpt, const mf_placement *p, const
  * those, seconds the forward waited; 1 - wait/gather is the share hidden
  * behind compute. reset: start counting again. Not collective. */
 MF_API void mf_gpt_gather_stats(mf_module *gpt, double *gather_s, double *wait_s, bool reset);
+
+/* Pipeline parallelism (doc/parallelism.md, "Transformers"). A GPT runs
+ * n_layer + 2 layers: 0 the token and position embeddings, 1 .. n_layer
+ * the blocks, n_layer + 1 the final LayerNorm, after which the head and
+ * the loss run on the last stage. mf_gpt_layers gives them as a
+ * Sequential (owned by the GPT, holding references to its parameters as
+ * they are placed now) for mf_pipeline_balance and
+ * mf_pipeline_parse_cuts. mf_gpt_pipeline_create places the parameters
+ * of stage s's layers on placements[s] (every stage a mesh of one shape;
+ * tensor and sequence parallelism inside each, as mf_gpt_parallelize;
+ * no ZeRO-2/3) and makes the pipeline. With the embeddings and the head
+ * on different stages, the last stage holds a copy of the token
+ * embedding for the head, tied to it (mf_pipeline_tie): the optimizer
+ * and checkpoints see the GPT's parameters only. Train with
+ *   mf_pipeline_train_step(pipe, x, y, mf_gpt_pipeline_loss, gpt, &loss)
+ * with tokens x[m] on the first stage and targets y[m] on the last. */
+typedef struct mf_gpt_pipeline_opts {
+    int nstages;
+    const int *first;                   /* nstages + 1 cuts over the layers; NULL: balanced */
+    mf_placement *const *placements;    /* stage s's ranks */
+    mf_gpt_parallel par;                /* inside every stage (zero 0) */
+    int micro_batches;
+    mf_pipeline_schedule schedule;
+} mf_gpt_pipeline_opts;
+MF_API mf_module *mf_gpt_layers(mf_module *gpt);
+MF_API mf_pipeline *mf_gpt_pipeline_create(mf_module *gpt, const mf_gpt_pipeline_opts *o);
+/* The loss of such a pipeline (user: the GPT): the mean next-token
+ * cross-entropy of the last stage's hidden states through the head. */
+MF_API mf_tensor *mf_gpt_pipeline_loss(mf_tensor *hidden, mf_tensor *targets, void *gpt);
 
 /* Activation recompute (doc/gpt.md, "Recompute"), with mf_recompute:
  * BLOCK keeps only each block's input and runs the block's forward

@@ -88,6 +88,15 @@ typedef struct mf_pipeline_opts {
  * rank); a bad request fails the same way on every rank. */
 MF_API mf_pipeline *mf_pipeline_create(mf_module *seq, const mf_pipeline_opts *o);
 MF_API void mf_pipeline_destroy(mf_pipeline *pipe);
+/* A parameter used on two stages (a tied embedding, doc/pipeline.md):
+ * param on an earlier stage, copy (same shape, dtype and nd-SBP, on a
+ * later stage's placement of the same mesh shape) on a later one. The
+ * copy takes param's values at the start of every step and evaluation,
+ * and its gradient is added into param's before the earlier stage's
+ * last backward, so that the optimizer (which must hold param, not the
+ * copy) steps the sum of both uses' gradients. Not with deterministic
+ * shards. Collective. */
+MF_API mf_status mf_pipeline_tie(mf_pipeline *pipe, mf_tensor *param, mf_tensor *copy);
 /* This rank's stage, or -1 when it is in none. */
 MF_API int mf_pipeline_stage(const mf_pipeline *pipe);
 MF_API int mf_pipeline_micro_batches(const mf_pipeline *pipe);

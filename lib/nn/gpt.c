@@ -407,7 +407,9 @@ const mf_gpt_config *mf_gpt_config_of(const mf_module *m)
     return &((const gpt_priv *)mf_module_priv(m))->c;
 }
 
-mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
+/* Layer 0 of the GPT's layers (doc/gpt.md, "Layers"): the token and
+ * position embeddings and their dropout. */
+mf_tensor *mfi_gpt_embed(mf_module *m, mf_tensor *idx, bool tr)
 {
     const mf_gpt_config *c = mf_gpt_config_of(m);
     if (!c) {
@@ -422,14 +424,12 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
         return NULL;
     }
     const int64_t T = mf_tensor_shape(idx)[1];
-    const bool tr = mf_module_is_training(m);
     const gpt_priv *gp = m->priv;
     const mf_module *tf = mf_module_child(m, "transformer"), *hs = mf_module_child(tf, "h");
     prefetch(gp, mf_module_child_at(hs, 0), NULL);   /* block 0's gathers run during the embedding */
     mf_tensor *wte = use(&gp->par, tf, "wte.weight"), *wpe = wte ? use(&gp->par, tf, "wpe.weight") : NULL;
     if (!wte || !wpe) {
         mf_tensor_destroy(wte);
-        drain(gp->par.pre);
         return NULL;
     }
     /* positions 0..T-1 on the placement of the embedding */
@@ -450,60 +450,110 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
     mf_tensor_destroy(pe);
     mf_tensor_destroy(wte);
     mf_tensor_destroy(wpe);
-    x = dropout(x, c->dropout, tr);
-    for (int i = 0; x && i < c->n_layer; i++) {
-        blk_ctx *cx = &gp->ctx[i];
-        if (i + 1 < c->n_layer) prefetch(gp, mf_module_child_at(hs, i + 1), NULL);
-        else prefetch(gp, tf, "ln_f.");
-        *cx = (blk_ctx){gp, mf_module_child_at(hs, i), tr};
-        mf_tensor *a = NULL, *nx = NULL;
-        switch (gp->recompute) {
-        case MF_RECOMPUTE_BLOCK: nx = mf_recompute(block_fn, cx, 1, &x); break;
-        case MF_RECOMPUTE_ATTN:
-            a = mf_recompute(attn_sub, cx, 1, &x);
-            nx = a ? mlp_sub(cx, 1, &a) : NULL;
-            break;
-        default:
-            a = attn_sub(cx, 1, &x);
-            nx = a ? mlp_sub(cx, 1, &a) : NULL;
-        }
-        mf_tensor_destroy(a);
-        mf_tensor_destroy(x);
-        x = nx;
+    return dropout(x, c->dropout, tr);
+}
+
+/* Layer 1 + i: block i on the residual stream x (borrowed). */
+mf_tensor *mfi_gpt_block(mf_module *m, int i, mf_tensor *x, bool tr)
+{
+    gpt_priv *gp = m->priv;
+    const mf_module *tf = mf_module_child(m, "transformer"), *hs = mf_module_child(tf, "h");
+    blk_ctx *cx = &gp->ctx[i];
+    if (i + 1 < gp->c.n_layer) prefetch(gp, mf_module_child_at(hs, i + 1), NULL);
+    else prefetch(gp, tf, "ln_f.");
+    *cx = (blk_ctx){gp, mf_module_child_at(hs, i), tr};
+    mf_tensor *a = NULL, *nx = NULL;
+    switch (gp->recompute) {
+    case MF_RECOMPUTE_BLOCK: nx = mf_recompute(block_fn, cx, 1, &x); break;
+    case MF_RECOMPUTE_ATTN:
+        a = mf_recompute(attn_sub, cx, 1, &x);
+        nx = a ? mlp_sub(cx, 1, &a) : NULL;
+        break;
+    default:
+        a = attn_sub(cx, 1, &x);
+        nx = a ? mlp_sub(cx, 1, &a) : NULL;
     }
-    mf_tensor *y = x ? relayout(&gp->par, ln(&gp->par, tf, "ln_f", x), true) : NULL;
-    mf_tensor_destroy(x);
+    mf_tensor_destroy(a);
+    return nx;
+}
+
+/* Layer n_layer + 1: the final LayerNorm of x (borrowed), laid out for
+ * the head. */
+mf_tensor *mfi_gpt_final(mf_module *m, mf_tensor *x)
+{
+    const gpt_priv *gp = m->priv;
+    mf_tensor *y = relayout(&gp->par, ln(&gp->par, mf_module_child(m, "transformer"), "ln_f", x), true);
     drain(gp->par.pre);   /* what an error left started */
+    return y;
+}
+
+/* The layers in turn, each in its own random scope as child k of a
+ * Sequential would be, so that a pipeline of the same layers
+ * (gpt_pipeline.c) draws the same dropout masks. In the caller's scope. */
+static mf_tensor *hidden(mf_module *m, mf_tensor *idx)
+{
+    const mf_gpt_config *c = mf_gpt_config_of(m);
+    const bool tr = mf_module_is_training(m);
+    mf_tensor *x = NULL;
+    for (int k = 0; k < c->n_layer + 2; k++) {
+        mfi_rng_scope saved = mfi_rng_enter(mfi_rng_next_key(), 0);
+        mf_tensor *y = k == 0 ? mfi_gpt_embed(m, idx, tr) : k <= c->n_layer ? mfi_gpt_block(m, k - 1, x, tr)
+                                                                           : mfi_gpt_final(m, x);
+        mfi_rng_leave(saved);
+        mf_tensor_destroy(x);
+        x = y;
+        if (!x) break;
+    }
+    if (!x) drain(((const gpt_priv *)m->priv)->par.pre);
+    return x;
+}
+
+/* A call from outside a module's forward: its own random scope, as
+ * mf_module_forward gives one. */
+mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
+{
+    if (!mf_gpt_config_of(m)) {
+        mfi_error(MF_ERR_ARG, "mf_gpt_hidden: the module is not a GPT");
+        return NULL;
+    }
+    mfi_rng_scope saved = mfi_rng_enter(mfi_rng_next_key(), 0);
+    mf_tensor *y = hidden(m, idx);
+    mfi_rng_leave(saved);
     return y;
 }
 
 /* logits [B, T, V]: the head is the token embedding */
 static mf_tensor *gpt_forward(mf_module *m, mf_tensor *idx)
 {
-    const gpt_priv *gp = mf_gpt_config_of(m) ? m->priv : NULL;
-    mf_tensor *h = mf_gpt_hidden(m, idx), *w = h ? use(&gp->par, mf_module_child(m, "transformer"), "wte.weight") : NULL;
+    const gpt_priv *gp = m->priv;
+    mf_tensor *h = hidden(m, idx), *w = h ? use(&gp->par, mf_module_child(m, "transformer"), "wte.weight") : NULL;
     mf_tensor *y = w ? mf_linear(h, w, NULL) : NULL;
     mf_tensor_destroy(h);
     mf_tensor_destroy(w);
     return y;
 }
 
+/* The mean next-token cross-entropy of hidden states h [B, T, C]
+ * against targets [B, T], through the head weight w (the logits never
+ * exist). */
+mf_tensor *mfi_gpt_head_loss(mf_tensor *h, mf_tensor *w, mf_tensor *targets)
+{
+    if (mfi_check_input("mf_gpt_loss", "targets", targets) != MF_OK) return NULL;
+    const int64_t *s = mf_tensor_shape(h);
+    mf_tensor *h2 = mf_reshape(h, 2, (const int64_t[]){s[0] * s[1], s[2]});
+    mf_tensor *t1 = h2 ? mf_reshape(targets, 1, (const int64_t[]){s[0] * s[1]}) : NULL;
+    mf_tensor *loss = t1 ? mf_linear_cross_entropy(h2, w, t1, MF_REDUCTION_MEAN) : NULL;
+    mf_tensor_destroy(h2);
+    mf_tensor_destroy(t1);
+    return loss;
+}
+
 mf_tensor *mf_gpt_loss(mf_module *m, mf_tensor *idx, mf_tensor *targets)
 {
     mf_tensor *h = mf_gpt_hidden(m, idx);
-    if (!h) return NULL;
-    if (mfi_check_input("mf_gpt_loss", "targets", targets) != MF_OK) {
-        mf_tensor_destroy(h);
-        return NULL;
-    }
-    const int64_t *s = mf_tensor_shape(h);
-    mf_tensor *w = use(&((const gpt_priv *)m->priv)->par, mf_module_child(m, "transformer"), "wte.weight");
-    mf_tensor *h2 = w ? mf_reshape(h, 2, (const int64_t[]){s[0] * s[1], s[2]}) : NULL;
-    mf_tensor *t1 = h2 ? mf_reshape(targets, 1, (const int64_t[]){s[0] * s[1]}) : NULL;
-    mf_tensor *loss = t1 ? mf_linear_cross_entropy(h2, w, t1, MF_REDUCTION_MEAN) : NULL;
+    mf_tensor *w = h ? use(&((const gpt_priv *)m->priv)->par, mf_module_child(m, "transformer"), "wte.weight") : NULL;
+    mf_tensor *loss = w ? mfi_gpt_head_loss(h, w, targets) : NULL;
     mf_tensor_destroy(h);
-    mf_tensor_destroy(h2);
-    mf_tensor_destroy(t1);
     mf_tensor_destroy(w);
     return loss;
 }
@@ -547,6 +597,8 @@ static void gpt_destroy(mf_module *m)
     gpt_priv *p = m->priv;
     drain(p->par.pre);
     free(p->par.pre);
+    mf_module_destroy(p->par.layers);
+    mf_tensor_destroy(p->par.head);
     free(p->ctx);
 }
 

@@ -43,9 +43,26 @@ typedef struct mfi_gpt_par {
     bool sp;      /* sequence parallel */
     int zero;     /* 2, 3: parameters split over the other dimensions, gathered per use */
     struct gpt_prefetch *pre;   /* ZeRO-3's gathers started early (gpt.c) */
+    mf_module *layers;          /* its layers as a Sequential (gpt_pipeline.c), or NULL */
+    mf_tensor *head;            /* a pipeline's last-stage copy of wte for the head, or NULL */
 } mfi_gpt_par;
 /* The GPT's (mutable), or NULL for another module. */
 mfi_gpt_par *mfi_gpt_par_of(mf_module *m);
+/* The GPT's layers (gpt.c), as its forward and a pipeline of it
+ * (gpt_pipeline.c) run them: 0 the embeddings of tokens idx, 1 + i
+ * block i, n_layer + 1 the final LayerNorm (x borrowed); tr: training. */
+mf_tensor *mfi_gpt_embed(mf_module *gpt, mf_tensor *idx, bool tr);
+mf_tensor *mfi_gpt_block(mf_module *gpt, int i, mf_tensor *x, bool tr);
+mf_tensor *mfi_gpt_final(mf_module *gpt, mf_tensor *x);
+/* The mean cross-entropy of hidden states h [B, T, C] against targets
+ * [B, T] through the head weight w [V, C]. */
+mf_tensor *mfi_gpt_head_loss(mf_tensor *h, mf_tensor *w, mf_tensor *targets);
+/* Places the GPT's parameters (gpt_parallel.c): layer k's (numbered as
+ * above) on pl[stage_of[k]], each split as o says; the GPT's
+ * parallelism is set from o. Collective. */
+mf_status mfi_gpt_place(mf_module *gpt, mf_placement *const *pl, const int *stage_of, const mf_gpt_parallel *o);
+/* The layer (numbered as above) a GPT parameter's dotted name is in. */
+int mfi_gpt_layer_of(const char *name, int n_layer);
 /* A module with a private struct of `size` bytes (zeroed), or NULL. */
 mf_module *mfi_module_new(const mf_module_ops *ops, size_t priv_size);
 

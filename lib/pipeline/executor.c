@@ -44,6 +44,7 @@
 #include "lib/global/global_internal.h"
 #include "lib/optim/optim_internal.h"
 #include "lib/pipeline/shards.h"
+#include "lib/pipeline/tied.h"
 
 struct mf_pipeline {
     mf_module *seq;
@@ -58,6 +59,7 @@ struct mf_pipeline {
     int rows_cap;
     int V;                /* deterministic mode's shards (0: off) */
     mfi_shards *shards;   /* their gradients on this rank's stage */
+    mfi_ties *ties;       /* parameters used on two stages (tied.c) */
 };
 
 /* one micro-batch on this rank's stage */
@@ -200,8 +202,27 @@ void mf_pipeline_destroy(mf_pipeline *pp)
     if (!pp) return;
     for (int s = 0; s < pp->P; s++) mf_placement_destroy(pp->pl[s]);
     mfi_shards_destroy(pp->shards);
+    mfi_ties_destroy(pp->ties);
     free(pp->rows);
     free(pp);
+}
+
+/* the stage whose placement t is on, or -1 */
+static int stage_on(const mf_pipeline *pp, const mf_tensor *t)
+{
+    for (int s = 0; t && t->global && s < pp->P; s++)
+        if (mf_placement_equal(t->global->placement, pp->pl[s])) return s;
+    return -1;
+}
+
+mf_status mf_pipeline_tie(mf_pipeline *pp, mf_tensor *param, mf_tensor *copy)
+{
+    if (!pp) MF_FAIL(MF_ERR_ARG, "mf_pipeline_tie: the pipeline is NULL");
+    if (pp->V) MF_FAIL(MF_ERR_ARG, "mf_pipeline_tie: deterministic shards do not take tied parameters");
+    int from = stage_on(pp, param), to = stage_on(pp, copy);
+    if (from < 0 || to < 0)
+        MF_FAIL(MF_ERR_ARG, "mf_pipeline_tie: the %s is not on a stage's placement", from < 0 ? "parameter" : "copy");
+    return mfi_ties_add(&pp->ties, param, from, copy, to, pp->pl);
 }
 
 int mf_pipeline_stage(const mf_pipeline *pp) { return pp ? pp->me : -1; }
@@ -607,7 +628,9 @@ static mf_status backward_one(run *r, int m)
     /* data-parallel sums start in the last backward, on the accumulated
      * gradients (DDP's no_sync for the others) */
     bool sync = !pp->V && m == r->n - 1;   /* deterministic mode sums the shards itself */
-    mf_status st = mfi_backward(b->out, g, false, sync);
+    mf_status st = sync ? mfi_ties_add_grads(pp->ties, s) : MF_OK;   /* before that sum starts */
+    if (st == MF_OK) st = mfi_backward(b->out, g, false, sync);
+    if (st == MF_OK && sync) st = mfi_ties_send_grads(pp->ties, s);
     if (st == MF_OK && pp->V) st = mfi_shards_stash(pp->shards, m);
     mf_tensor_destroy(g);
     mf_tensor *ga = st == MF_OK && s > 0 ? input_grad(pp, b) : NULL;
@@ -625,8 +648,8 @@ static mf_status backward_one(run *r, int m)
 static mf_status execute(run *r, const int *ops, int nops)
 {
     mf_pipeline *pp = r->pp;
-    mf_status st = MF_OK;
-    if (pp->me > 0) st = post_recv_act(r, 0);
+    mf_status st = pp->me >= 0 ? mfi_ties_start(pp->ties, pp->me, r->train) : MF_OK;
+    if (st == MF_OK && pp->me > 0) st = post_recv_act(r, 0);
     for (int k = 0; k < nops && st == MF_OK && pp->me >= 0; k++)
         st = ops[k] >= 0 ? forward_one(r, ops[k]) : backward_one(r, ~ops[k]);
     for (int m = 0; m < r->n && st == MF_OK; m++) {
@@ -634,6 +657,7 @@ static mf_status execute(run *r, const int *ops, int nops)
         st = finish_transfer(&b->send_act);
         if (st == MF_OK) st = finish_transfer(&b->send_grad);
     }
+    if (st == MF_OK) st = mfi_ties_finish(pp->ties);
     for (int m = 0; m < r->n; m++) mb_release(&r->mbs[m]);
     /* after a failure some transfers stay posted: a failing stage
      * cannot finish them without its neighbours (the probe has ruled
@@ -705,7 +729,7 @@ mf_status mf_pipeline_eval(mf_pipeline *pp, int n, mf_tensor *const *x, mf_tenso
     if (nvals < 1 || nvals > MAX_VALS) MF_FAIL(MF_ERR_ARG, "%s: %d values (1 .. %d)", name, nvals, MAX_VALS);
     MF_TRY(check_batch(pp, name, n, x, y, false));
     if (!pp->probed_eval) {
-        MF_TRY(probe(pp, x[0], y[0], NULL, NULL, fn, nvals));
+        MF_TRY(probe(pp, x[0], y[0], NULL, user, fn, nvals));
         pp->probed_eval = true;
     }
     int *ops = malloc((size_t)n * sizeof *ops);
