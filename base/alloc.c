@@ -9,7 +9,10 @@
  * (four per power of two, so at most 25 % slack) and handed out again.
  * The free lists live on the host (a device block cannot hold a link),
  * in nodes that are recycled. mf_memory_empty_cache returns the blocks
- * to the system.
+ * to the system. A limit (mf_memory_set_limit, MF_MEMORY_LIMIT) caps the
+ * bytes handed out at once, as a smaller machine would: a request past
+ * it first gives the cache back, then fails as an allocation does when
+ * the system has no memory left.
  *
  * A device block freed here may be handed out again at once: kernels
  * run in order on one compute stream, so a later kernel cannot overtake
@@ -35,6 +38,7 @@ typedef struct arena {
     bool ready;
     node *free_list[NCLASSES];
     mf_memory_stats stats;
+    int64_t limit;       /* the most bytes handed out at once; 0: no limit */
 } arena;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -131,7 +135,11 @@ void *mfi_alloc_on(mf_device_type dev, size_t nbytes)
         a->stats.hits++;
     }
     mfi_arena_ops ops = a->ops;
+    bool over = !p && a->limit && a->stats.in_use + a->stats.cached + (int64_t)rounded > a->limit;
+    bool refuse = !p && a->limit && a->stats.in_use + (int64_t)rounded > a->limit;
     pthread_mutex_unlock(&lock);
+    if (refuse) return NULL;
+    if (over) mfi_empty_cache_on(dev);   /* what is cached counts against the limit too */
     if (!p && !(p = ops.raw_alloc(rounded))) {
         /* Give the cache back and try once more before failing. */
         mfi_empty_cache_on(dev);
@@ -216,4 +224,22 @@ void mf_memory_reset_peak(void)
     pthread_mutex_lock(&lock);
     for (int d = 0; d < NDEV; d++) arenas[d].stats.peak = arenas[d].stats.in_use;
     pthread_mutex_unlock(&lock);
+}
+
+mf_status mf_memory_set_limit_on(mf_device_type dev, int64_t bytes)
+{
+    if ((unsigned)dev >= NDEV || bytes < 0) return MF_ERR_ARG;
+    pthread_mutex_lock(&lock);
+    arenas[dev].limit = bytes;
+    pthread_mutex_unlock(&lock);
+    return MF_OK;
+}
+
+int64_t mf_memory_limit_on(mf_device_type dev)
+{
+    if ((unsigned)dev >= NDEV) return 0;
+    pthread_mutex_lock(&lock);
+    int64_t l = arenas[dev].limit;
+    pthread_mutex_unlock(&lock);
+    return l;
 }

@@ -3,7 +3,7 @@
  * by category, communication per step and tokens/s, each next to what
  * theory predicts for it (doc/performance.md, "GPT parallel schemes").
  *
- *   mpiexec -n N bench_memory [--tp T] [--sp] [--zero 0|2|3]
+ *   mpiexec -n N bench_memory [--tp T] [--sp] [--zero 0|2|3] [--pp P]
  *       [--recompute none|block|attn] [--n-layer L] [--n-embd C]
  *       [--n-head H] [--seq-len T] [--vocab V] [--batch B] [--steps S]
  *       [--header]
@@ -36,6 +36,17 @@
  *               gathers per use and reduce-scatters, ZeRO-3's gathers of
  *               the saved weights for backward (with block recompute,
  *               the blocks' parameters gathered for the second forward)
+ * With --pp P the GPT is a pipeline of P stages of N/P ranks (each a
+ * mesh (N/P/T) x T), 1F1B over 2P micro-batches, and rank 0 is on the
+ * first stage: its parameters are the embeddings' and its blocks', its
+ * messages the activations it sends on (4 N C bytes, / T under sp), its
+ * blocks' tp collectives, its piece of the tied embedding for the last
+ * stage, and its stage's gradient sum; under tp without sp also one
+ * allreduce of the activations per micro-batch more than its blocks and
+ * embedding make (the gradient arrives B from the next stage, where a
+ * single placement's backward has it P, and the planner sums the P
+ * gradient it meets). kept is not measured there (the graph is the
+ * executor's); peak is.
  * Rank 0 prints one row; bench/run_memory.sh runs the schemes.
  */
 #include <getopt.h>
@@ -51,7 +62,7 @@ static void die(const char *what)
 }
 
 typedef struct scheme {
-    int tp, dp, zero;
+    int tp, dp, zero, pp;
     bool sp;
     mf_gpt_recompute rc;
 } scheme;
@@ -69,6 +80,15 @@ static int64_t list_bytes(const mf_tensor_list *l, bool grads)
     int64_t b = 0;
     for (int i = 0; l && i < l->n; i++) b += piece_bytes(grads ? mf_tensor_grad(l->items[i].tensor) : l->items[i].tensor);
     return b;
+}
+
+/* whether parameter `name` is in a layer before `cut` (the GPT's layers:
+ * 0 the embeddings, 1 + i block i, L + 1 the final LayerNorm) */
+static bool on_first_stage(const char *name, int cut, int L)
+{
+    const char *h = strstr(name, ".h.");
+    int layer = h ? 1 + atoi(h + 3) : strstr(name, "ln_f") ? L + 1 : 0;
+    return layer < cut;
 }
 
 /* ---- theory */
@@ -138,11 +158,12 @@ int main(int argc, char **argv)
 {
     if (mf_init(&argc, &argv) != MF_OK) return 1;
     mf_gpt_config c = {4, 8, 256, 256, 8192, 0.0};
-    scheme s = {1, 1, 0, false, MF_RECOMPUTE_NONE};
+    scheme s = {1, 1, 0, 1, false, MF_RECOMPUTE_NONE};
     int B = 8, steps = 3;
     bool header = false;
     static const struct option longs[] = {
         {"tp", required_argument, 0, 't'},      {"sp", no_argument, 0, 's'},
+        {"pp", required_argument, 0, 'P'},
         {"zero", required_argument, 0, 'z'},    {"recompute", required_argument, 0, 'r'},
         {"n-layer", required_argument, 0, 'L'}, {"n-embd", required_argument, 0, 'C'},
         {"n-head", required_argument, 0, 'H'},  {"seq-len", required_argument, 0, 'T'},
@@ -155,6 +176,7 @@ int main(int argc, char **argv)
         switch (ch) {
         case 't': s.tp = atoi(optarg); break;
         case 's': s.sp = true; break;
+        case 'P': s.pp = atoi(optarg); break;
         case 'z': s.zero = atoi(optarg); break;
         case 'r': s.rc = !strcmp(optarg, "block") ? MF_RECOMPUTE_BLOCK : !strcmp(optarg, "attn") ? MF_RECOMPUTE_ATTN
                                                                                               : MF_RECOMPUTE_NONE; break;
@@ -168,7 +190,7 @@ int main(int argc, char **argv)
         case 'h': header = true; break;
         default:
             if (mf_rank() == 0)
-                printf("usage: mpiexec -n N bench_memory [--tp T] [--sp] [--zero 0|2|3] [--recompute none|block|attn]\n"
+                printf("usage: mpiexec -n N bench_memory [--tp T] [--sp] [--zero 0|2|3] [--pp P] [--recompute none|block|attn]\n"
                        "       [--n-layer L] [--n-embd C] [--n-head H] [--seq-len T] [--vocab V] [--batch B]\n"
                        "       [--steps S] [--header]\n"
                        "A GPT's memory per rank by category, communication per step and tokens/s under one\n"
@@ -178,16 +200,30 @@ int main(int argc, char **argv)
         }
     }
     int n = mf_world_size();
-    if (s.tp < 1 || n % s.tp) {
-        fprintf(stderr, "bench_memory: --tp %d does not divide %d ranks\n", s.tp, n);
+    if (s.pp < 1 || n % s.pp || s.tp < 1 || (n / s.pp) % s.tp || (s.pp > 1 && s.zero)) {
+        fprintf(stderr, "bench_memory: --pp %d --tp %d do not divide %d ranks (or ZeRO-2/3 with a pipeline)\n", s.pp,
+                s.tp, n);
         return 2;
     }
-    s.dp = n / s.tp;
+    s.dp = n / s.pp / s.tp;
     mf_manual_seed(0);
     mf_module *m = mf_model_gpt(&c);
     if (!m || mf_gpt_set_recompute(m, s.rc) != MF_OK) die("model");
-    mf_placement *p = NULL;
-    if (n > 1 || s.zero) {
+    mf_placement *p = NULL, *stage[MF_MAX_STAGES] = {NULL};
+    int first[MF_MAX_STAGES + 1], M = 2 * s.pp;
+    mf_pipeline *pipe = NULL;
+    if (s.pp > 1) {
+        int k = n / s.pp, *ranks = malloc((size_t)k * sizeof *ranks);
+        for (int st = 0; st < s.pp; st++) {
+            for (int i = 0; i < k; i++) ranks[i] = st * k + i;
+            if (!(stage[st] = mf_placement_create(k, ranks, 2, (const int[]){s.dp, s.tp}, MF_DEV_CPU))) die("placement");
+        }
+        free(ranks);
+        if (mf_pipeline_balance(mf_gpt_layers(m), s.pp, first) != MF_OK) die("balance");
+        mf_gpt_pipeline_opts go = {s.pp, first, stage, {1, s.sp, 0}, M, MF_PIPELINE_1F1B};
+        if (!(pipe = mf_gpt_pipeline_create(m, &go))) die("mf_gpt_pipeline_create");
+        p = mf_placement_retain(stage[0]);
+    } else if (n > 1 || s.zero) {
         p = mf_placement_world_mesh(2, (const int[]){s.dp, s.tp});
         mf_gpt_parallel gp = {1, s.sp, s.zero};
         if (!p || mf_gpt_parallelize(m, p, &gp) != MF_OK) die("mf_gpt_parallelize");
@@ -196,8 +232,11 @@ int main(int argc, char **argv)
     mf_tensor_list *params = mf_module_parameters(m);
     int64_t P_rank = 0;
     pcount q = {0, 0, 0, {0, 0, 0}, {0, 0, 0}};
+    int blocks0 = c.n_layer;   /* rank 0's blocks */
+    if (pipe) blocks0 = (first[1] < c.n_layer + 1 ? first[1] : c.n_layer + 1) - 1;
     for (int i = 0; i < params->n; i++) {
         const char *nm = params->items[i].name;
+        if (pipe && !on_first_stage(nm, first[1], c.n_layer)) continue;
         int64_t numel = mf_tensor_numel(params->items[i].tensor), len0 = mf_tensor_shape(params->items[i].tensor)[0];
         scheme nz = s;
         nz.zero = 0;
@@ -223,7 +262,17 @@ int main(int argc, char **argv)
     }
     mf_tensor *x = mf_from_data(MF_I64, 2, (const int64_t[]){B, c.seq_len}, v), *y = mf_clone(x);
     free(v);
-    if (p) {
+    mf_tensor *mx[MF_MAX_STAGES * 2], *my[MF_MAX_STAGES * 2];
+    for (int i = 0; pipe && i < M; i++) {   /* micro-batch i: rows i B/M .. on the first stage, targets on the last */
+        mf_tensor *xi = mf_narrow(x, 0, (int64_t)i * (B / M), B / M), *yi = mf_narrow(y, 0, (int64_t)i * (B / M), B / M);
+        mf_tensor *cx = xi ? mf_contiguous(xi) : NULL, *cy = yi ? mf_contiguous(yi) : NULL;
+        mx[i] = cx ? mf_global_from_full(cx, stage[0], "S(0),B") : NULL;
+        my[i] = cy ? mf_global_from_full(cy, stage[s.pp - 1], "S(0),B") : NULL;
+        if (!mx[i] || !my[i]) die("micro-batches");
+        mf_tensor *tmp[] = {xi, yi, cx, cy};
+        for (int k = 0; k < 4; k++) mf_tensor_destroy(tmp[k]);
+    }
+    if (p && !pipe) {
         mf_tensor *gx = mf_global_from_full(x, p, "S(0),B"), *gy = mf_global_from_full(y, p, "S(0),B");
         mf_tensor_destroy(x);
         mf_tensor_destroy(y);
@@ -241,10 +290,17 @@ int main(int argc, char **argv)
             mf_comm_tally_reset();
         }
         double t0 = mf_time();
-        mf_tensor *loss = mf_gpt_loss(m, x, y);
-        if (!loss) die("forward");
-        if (measure) kept = mf_autograd_saved_bytes(loss);
-        if (mf_backward(loss) != MF_OK || mf_optim_sync_grads(opt) != MF_OK) die("backward");
+        mf_tensor *loss = NULL;
+        double pl;
+        if (pipe) {
+            if (mf_pipeline_train_step(pipe, mx, my, mf_gpt_pipeline_loss, m, &pl) != MF_OK ||
+                mf_optim_sync_grads(opt) != MF_OK)
+                die("pipeline step");
+        } else {
+            if (!(loss = mf_gpt_loss(m, x, y))) die("forward");
+            if (measure) kept = mf_autograd_saved_bytes(loss);
+            if (mf_backward(loss) != MF_OK || mf_optim_sync_grads(opt) != MF_OK) die("backward");
+        }
         if (measure) grads = list_bytes(params, true);
         if (mf_optim_step(opt) != MF_OK) die("step");
         mf_tensor_destroy(loss);
@@ -266,10 +322,20 @@ int main(int argc, char **argv)
     int64_t kept_w = q.saved[2] + (s.rc == MF_RECOMPUTE_NONE ? q.saved[0] : 0) + (s.rc != MF_RECOMPUTE_BLOCK ? q.saved[1] : 0);
     int64_t t_kept = theory_kept(&c, N, &s) + (s.zero == 2 ? 4 * kept_w : 0);
     int64_t t_comm = theory_comm(&c, N, &q, &s);
+    if (pipe) {   /* rank 0 on the first stage: see the top */
+        const int64_t A = 4 * N * c.n_embd;
+        /* tp without sp: one allreduce more per micro-batch, as the
+         * gradient arrives B and meets the P one of a column-parallel input */
+        t_comm = (s.tp > 1 ? (4 * blocks0 + 1 + !s.sp) * A * (s.sp ? 2 : 1) : 0) + (s.sp ? A / s.tp : A) +
+                 4 * q.wte + (s.dp > 1 ? 4 * q.all : s.tp > 1 ? 4 * q.rep : 0);
+        t_kept = 0;
+    }
     if (mf_rank() == 0) {
         char name[64], tpn[16];
         snprintf(tpn, sizeof tpn, "tp%d", s.tp);
-        snprintf(name, sizeof name, "%s%s%s%s%s", s.tp > 1 ? tpn : s.zero ? "" : "dp", s.sp ? "+sp" : "",
+        char ppn[16] = "";
+        if (pipe) snprintf(ppn, sizeof ppn, "pp%d+", s.pp);
+        snprintf(name, sizeof name, "%s%s%s%s%s%s", ppn, s.tp > 1 ? tpn : s.zero ? "" : "dp", s.sp ? "+sp" : "",
                  s.zero ? (s.tp > 1 ? "+zero" : "zero") : "", s.zero ? (s.zero == 2 ? "2" : "3") : "",
                  s.rc == MF_RECOMPUTE_BLOCK ? "+rc-block" : s.rc == MF_RECOMPUTE_ATTN ? "+rc-attn" : "");
         if (header) {
@@ -278,14 +344,16 @@ int main(int argc, char **argv)
             printf("%-16s %5s %15s %15s %15s %15s %9s %17s %10s %7s\n", "scheme", "ranks", "params", "grads", "adam",
                    "kept", "peak", "comm/step", "tokens/s", "hidden");
         }
-        const double M = 1048576.0;
+        const double MiB = 1048576.0;
         double gs = 0, ws = 0;
         mf_gpt_gather_stats(m, &gs, &ws, false);
         char hid[16] = "-";
         if (s.zero == 3 && gs > 0) snprintf(hid, sizeof hid, "%.0f%%", ws < gs ? 100 * (1 - ws / gs) : 0.0);
-        printf("%-16s %5d %7.1f/%-7.1f %7.1f/%-7.1f %7.1f/%-7.1f %7.1f/%-7.1f %9.1f %8.2f/%-8.2f %10.0f %7s\n", name, n,
-               pbytes / M, 4 * P_rank / M, grads / M, 4 * P_rank / M, sbytes / M, 8 * P_rank / M, kept / M,
-               t_kept / M, peak / M, comm / M, t_comm / M, (double)steps * B * c.seq_len / secs, hid);
+        char kp[32] = "      -/-      ";
+        if (!pipe) snprintf(kp, sizeof kp, "%7.1f/%-7.1f", kept / MiB, t_kept / MiB);
+        printf("%-16s %5d %7.1f/%-7.1f %7.1f/%-7.1f %7.1f/%-7.1f %15s %9.1f %8.2f/%-8.2f %10.0f %7s\n", name, n,
+               pbytes / MiB, 4 * P_rank / MiB, grads / MiB, 4 * P_rank / MiB, sbytes / MiB, 8 * P_rank / MiB, kp,
+               peak / MiB, comm / MiB, t_comm / MiB, (double)steps * B * c.seq_len / secs, hid);
         fflush(stdout);
     }
     mf_tensor_list_destroy(state);
@@ -294,6 +362,12 @@ int main(int argc, char **argv)
     mf_optim_destroy(opt);
     mf_tensor_list_destroy(params);
     mf_placement_destroy(p);
+    for (int i = 0; pipe && i < M; i++) {
+        mf_tensor_destroy(mx[i]);
+        mf_tensor_destroy(my[i]);
+    }
+    mf_pipeline_destroy(pipe);
+    for (int i = 0; i < s.pp; i++) mf_placement_destroy(stage[i]);
     mf_module_destroy(m);
     mf_finalize();
     return 0;

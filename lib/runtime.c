@@ -36,6 +36,20 @@ static long env_long(const char *name, long def)
     return *end ? def : v;
 }
 
+/* MF_MEMORY_LIMIT: "6G", "512M", "100000K" or bytes, the host's cap */
+static mf_status memory_limit_env(void)
+{
+    const char *s = getenv("MF_MEMORY_LIMIT");
+    if (!s || !*s) return MF_OK;
+    char *end;
+    double v = strtod(s, &end);
+    double unit = !strcmp(end, "K") || !strcmp(end, "k") ? 1024.0 : !strcmp(end, "M") || !strcmp(end, "m") ? 1048576.0
+                : !strcmp(end, "G") || !strcmp(end, "g") ? 1073741824.0 : *end ? 0 : 1;
+    if (end == s || !(v >= 0) || unit == 0 || v * unit > 9e18)
+        MF_FAIL(MF_ERR_ARG, "MF_MEMORY_LIMIT='%s': expected a size such as 6G, 512M, 100000K or a count of bytes", s);
+    return mf_memory_set_limit_on(MF_DEV_CPU, (int64_t)(v * unit));
+}
+
 mf_status mf_init(int *argc, char ***argv)
 {
     if (init_count++ > 0) return MF_OK;
@@ -43,6 +57,7 @@ mf_status mf_init(int *argc, char ***argv)
     if (st == MF_OK) st = mfi_comm_world_setup();
     if (st == MF_OK) {   /* a bad MF_*_ALGO fails here, on every rank */
         mf_status env = mfi_coll_check_env();
+        if (env == MF_OK) env = memory_limit_env();
         if (env == MF_OK) env = mfi_watchdog_start();   /* MF_TIMEOUT */
         char msg[512];
         snprintf(msg, sizeof msg, "%s", env != MF_OK ? mf_last_error() : "");

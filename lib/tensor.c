@@ -99,9 +99,15 @@ mf_tensor *mfi_tensor_new_on(mf_device_type dev, mf_dtype dt, int ndim, const in
 nomem:
     free(t);
     {
-        char b[128];
-        mfi_error(MF_ERR_NOMEM, "out of memory allocating a %s tensor of shape %s on %s", mf_dtype_name(dt),
-                  mfi_shape_str(ndim, shape, b, sizeof b), mf_device_name(dev));
+        char b[128], lim[160] = "";
+        int64_t cap = mf_memory_limit_on(dev), bytes = mfi_numel(ndim, shape) * (int64_t)mf_dtype_size(dt);
+        mf_memory_stats ms;
+        mf_memory_get_stats_on(dev, &ms);
+        if (cap && ms.in_use + bytes > cap)
+            snprintf(lim, sizeof lim, ": %.1f MiB are in use and the limit is %.1f MiB (mf_memory_set_limit_on, "
+                     "MF_MEMORY_LIMIT)", ms.in_use / 1048576.0, cap / 1048576.0);
+        mfi_error(MF_ERR_NOMEM, "out of memory allocating a %s tensor of shape %s on %s%s", mf_dtype_name(dt),
+                  mfi_shape_str(ndim, shape, b, sizeof b), mf_device_name(dev), lim);
     }
     return NULL;
 }

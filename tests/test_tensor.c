@@ -109,6 +109,28 @@ START_TEST(refcounts)
 }
 END_TEST
 
+/* a memory limit refuses what would pass it, names itself, and lifts */
+START_TEST(memory_limit)
+{
+    mf_memory_stats st;
+    mf_memory_get_stats(&st);
+    ck_assert_int_eq(mf_memory_set_limit_on(MF_DEV_CPU, st.in_use + (4 << 20)), MF_OK);
+    mf_tensor *a = mf_zeros(MF_F32, MF_DIMS(512 * 1024));   /* 2 MiB: fits */
+    ck_assert_ptr_nonnull(a);
+    mf_clear_error();
+    ck_assert_ptr_null(mf_zeros(MF_F32, MF_DIMS(768 * 1024)));   /* 3 MiB more: past it */
+    ck_assert_int_eq(mf_last_status(), MF_ERR_NOMEM);
+    ck_assert_ptr_nonnull(strstr(mf_last_error(), "the limit is"));
+    mf_tensor_destroy(a);
+    mf_tensor *b = mf_zeros(MF_F32, MF_DIMS(768 * 1024));   /* fits once a is back (from the cache) */
+    ck_assert_ptr_nonnull(b);
+    mf_tensor_destroy(b);
+    ck_assert_int_eq(mf_memory_set_limit_on(MF_DEV_CPU, 0), MF_OK);
+    ck_assert_int_eq(mf_memory_limit_on(MF_DEV_CPU), 0);
+    ck_assert_int_eq(mf_memory_set_limit_on(MF_DEV_CPU, -1), MF_ERR_ARG);
+}
+END_TEST
+
 START_TEST(data_access)
 {
     mf_tensor *x = T64(MF_DIMS(2, 2), 1, 2, 3, 4);
@@ -190,6 +212,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, create_and_fill);
     tcase_add_test(tc, dtypes);
+    tcase_add_test(tc, memory_limit);
     tcase_add_test(tc, views_share_storage);
     tcase_add_test(tc, refcounts);
     tcase_add_test(tc, data_access);

@@ -113,6 +113,14 @@ MF_API void mf_memory_get_stats_on(mf_device_type dev, mf_memory_stats *st);
 MF_API void mf_memory_reset_peak(void);
 /* Give cached blocks back to the system. */
 MF_API void mf_memory_empty_cache(void);
+/* Caps the bytes a device's allocator hands out at once (cached blocks
+ * count too, and are given back first), as a machine with that much
+ * memory would: an allocation past it fails with MF_ERR_NOMEM and a
+ * message that names the limit. 0: none (the default). MF_MEMORY_LIMIT
+ * sets the host's at mf_init ("6G", "512M", "100000K" or bytes).
+ * MF_ERR_ARG for a negative size or an unknown device. */
+MF_API mf_status mf_memory_set_limit_on(mf_device_type dev, int64_t bytes);
+MF_API int64_t mf_memory_limit_on(mf_device_type dev);
 
 MF_API const char *mf_version(void);
 
