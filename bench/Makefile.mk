@@ -17,7 +17,7 @@ bench_bench_conv_SOURCES = bench/bench_conv.c
 bench_bench_conv_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 bench_bench_conv_LDADD = libmpiflow.la $(OPENBLAS_LIBS)
 noinst_HEADERS += bench/bench_mpi.h
-EXTRA_DIST += bench/torch_train.py bench/run.sh bench/run_parallel.sh bench/run_ckpt.sh bench/run_coll.sh bench/run_pipeline.sh bench/run_watchdog.sh bench/run_deterministic.sh bench/run_coll_tune.sh bench/run_gpt.sh bench/torch_gpt.py bench/run_memory.sh
+EXTRA_DIST += bench/torch_train.py bench/run.sh bench/run_parallel.sh bench/run_ckpt.sh bench/run_coll.sh bench/run_pipeline.sh bench/run_watchdog.sh bench/run_deterministic.sh bench/run_coll_tune.sh bench/run_gpt.sh bench/torch_gpt.py bench/run_memory.sh bench/run_largest.sh
 if HAVE_CUDA
 # mpiflow on the GPU against bare cuBLAS and the CPU (needs a GPU to run)
 noinst_PROGRAMS += bench/bench_cuda
