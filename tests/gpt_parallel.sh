@@ -51,9 +51,7 @@ echo "ok: recompute block and attn give the same bits as none, with dropout, on 
 
 # training: momentum SGD (Adam turns the float noise of a zero gradient,
 # c_attn's key bias, into steps of the learning rate's size)
-awk 'BEGIN { w[0] = "the"; w[1] = "cat"; w[2] = "sat"; w[3] = "on"; w[4] = "a"; w[5] = "mat"; w[6] = "and"; w[7] = "dog";
-             srand(7); for (i = 0; i < 1200; i++) { s = ""; n = 3 + int(rand() * 4);
-             for (j = 0; j < n; j++) s = s w[int(rand() * 8)] " "; print i % 10, s "." } }' >"$T/text.txt"
+word_text "$T/text.txt" 1200
 SMALL="--model gpt --dataset text:$T/text.txt --n-layer 2 --n-head 4 --n-embd 32 --seq-len 16 --batch-size 8
     --vocab-size 258 --optimizer momentum --lr 0.1 --lr-schedule constant --threads 1 --log-every 1 --no-eval --seed 3"
 

@@ -22,9 +22,7 @@
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T="$TMPDIR_TEST"
 
-awk 'BEGIN { w[0] = "the"; w[1] = "cat"; w[2] = "sat"; w[3] = "on"; w[4] = "a"; w[5] = "mat"; w[6] = "and"; w[7] = "dog";
-             srand(7); for (i = 0; i < 1200; i++) { s = ""; n = 3 + int(rand() * 4);
-             for (j = 0; j < n; j++) s = s w[int(rand() * 8)] " "; print i % 10, s "." } }' >"$T/text.txt"
+word_text "$T/text.txt" 1200
 # momentum SGD, as tests/gpt_parallel.sh explains
 SMALL="--model gpt --dataset text:$T/text.txt --n-layer 2 --n-head 4 --n-embd 32 --seq-len 16 --batch-size 8
     --vocab-size 258 --optimizer momentum --lr 0.1 --lr-schedule constant --threads 1 --log-every 1 --seed 3"

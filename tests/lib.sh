@@ -127,3 +127,11 @@ close_params() {
         { e = $1 - $2; if (e < 0) e = -e; b = $2 < 0 ? -$2 : $2; if (e > d) d = e; if (b > m) m = b; n++; all++ }
         END { done(); printf "%d values, worst difference %.3g of the tensor'"'"'s largest\n", all, w; exit !(all > 0 && w <= tol) }'
 }
+
+# word_text FILE LINES: a text with structure for the GPT tests: LINES
+# numbered sentences of 3-6 words from a vocabulary of eight (seeded)
+word_text() {
+    awk -v lines="$2" 'BEGIN { split("the cat sat on a mat and dog", w, " ");
+             srand(7); for (i = 0; i < lines; i++) { s = ""; n = 3 + int(rand() * 4);
+             for (j = 0; j < n; j++) s = s w[1 + int(rand() * 8)] " "; print i % 10, s "." } }' >"$1"
+}

@@ -10,9 +10,7 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T="$TMPDIR_TEST"
 
 # a text with structure: numbered sentences of a few words, 60 KiB
-awk 'BEGIN { w[0] = "the"; w[1] = "cat"; w[2] = "sat"; w[3] = "on"; w[4] = "a"; w[5] = "mat"; w[6] = "and"; w[7] = "dog";
-             srand(7); for (i = 0; i < 2600; i++) { s = ""; n = 3 + int(rand() * 4);
-             for (j = 0; j < n; j++) s = s w[int(rand() * 8)] " "; print i % 10, s "." } }' >"$T/text.txt"
+word_text "$T/text.txt" 2600
 SMALL="--model gpt --dataset text:$T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --seq-len 32 --batch-size 12 --threads 1"
 
 run_train 1 $SMALL --steps 60 --lr 3e-3 --log-every 10 --val-every 30 --val-batches 8 --metrics "$T/m1.csv" --checkpoint "$T/g.h5" >/dev/null
