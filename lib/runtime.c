@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <time.h>
 #include "lib/internal.h"
+#include "backends/cpu/cpu_engine.h"
 #include "collectives/coll.h"
 #include "collectives/comm.h"
 
@@ -58,6 +59,7 @@ mf_status mf_init(int *argc, char ***argv)
     if (st == MF_OK) {   /* a bad MF_*_ALGO fails here, on every rank */
         mf_status env = mfi_coll_check_env();
         if (env == MF_OK) env = memory_limit_env();
+        if (env == MF_OK) env = mfi_cpu_engine_from_env();   /* MF_CPU_ENGINE */
         if (env == MF_OK) env = mfi_watchdog_start();   /* MF_TIMEOUT */
         char msg[512];
         snprintf(msg, sizeof msg, "%s", env != MF_OK ? mf_last_error() : "");
@@ -87,6 +89,7 @@ mf_status mf_finalize(void)
     mfi_request_shutdown();   /* the progress thread, before the communicators go */
     mfi_trace_shutdown();
     mfi_device_shutdown();
+    mfi_dnnl_shutdown();   /* cached oneDNN primitives */
     mfi_alloc_shutdown();
     mfi_global_teardown();
     mfi_comm_world_teardown();

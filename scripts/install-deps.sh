@@ -12,7 +12,7 @@ set -eu
 PKGS="build-essential autoconf automake libtool libtool-bin pkg-config
 mpich libmpich-dev libopenblas-dev libopenblas-openmp-dev libhwloc-dev hwloc
 libhdf5-mpich-dev hdf5-tools check zlib1g-dev librandom123-dev
-dataset-fashion-mnist gdb fortunes gnuplot-nox"
+dataset-fashion-mnist gdb fortunes gnuplot-nox libdnnl-dev"
 # PyTorch and h5py: the GPT reference test and bench/ comparisons
 BENCH_PKGS="python3-torch python3-numpy python3-h5py"
 # for tests/slurm.sh, which SKIPs without them: installed when possible

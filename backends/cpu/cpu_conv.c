@@ -5,6 +5,7 @@
  */
 #include <cblas.h>
 #include <string.h>
+#include "backends/cpu/cpu_engine.h"
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "base/alloc.h"
@@ -65,8 +66,18 @@ static conv_dims conv_dims_of(const mfi_conv2d *p)
 #undef SFX
 #undef GEMM_T
 
+/* oneDNN first when it is the engine; its declines fall through */
+#define DNNL_FIRST(call)                                       \
+    do {                                                       \
+        if (mfi_cpu_engine() == MF_CPU_ONEDNN) {               \
+            mf_status st_ = (call);                            \
+            if (st_ != MFI_DNNL_DECLINED) return st_;          \
+        }                                                      \
+    } while (0)
+
 mf_status mfi_cpu_conv2d_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias)
 {
+    DNNL_FIRST(mfi_dnnl_conv_fwd(p, out, x, w, bias));
     if (x->dtype == MF_F32)
         return conv_fwd_f32(p, out->data, x->data, w->data, bias ? bias->data : NULL);
     if (x->dtype == MF_F64)
@@ -76,6 +87,7 @@ mf_status mfi_cpu_conv2d_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv
 
 mf_status mfi_cpu_conv2d_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w)
 {
+    DNNL_FIRST(mfi_dnnl_conv_bwd_data(p, gx, gy, w));
     if (gx->dtype == MF_F32) return conv_bwd_data_f32(p, gx->data, gy->data, w->data);
     if (gx->dtype == MF_F64) return conv_bwd_data_f64(p, gx->data, gy->data, w->data);
     MF_FAIL(MF_ERR_DTYPE, "conv2d backward: not a float dtype");
@@ -83,6 +95,7 @@ mf_status mfi_cpu_conv2d_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, m
 
 mf_status mfi_cpu_conv2d_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x)
 {
+    DNNL_FIRST(mfi_dnnl_conv_bwd_filter(p, gw, gy, x));
     if (gw->dtype == MF_F32) return conv_bwd_filter_f32(p, gw->data, gy->data, x->data);
     if (gw->dtype == MF_F64) return conv_bwd_filter_f64(p, gw->data, gy->data, x->data);
     MF_FAIL(MF_ERR_DTYPE, "conv2d backward: not a float dtype");

@@ -1,14 +1,21 @@
 /*
- * backends/cpu/cpu_gemm.c - matrix products on OpenBLAS sgemm/dgemm.
+ * backends/cpu/cpu_gemm.c - matrix products: oneDNN when it is the CPU
+ * engine (backends/cpu/cpu_onednn.c), OpenBLAS sgemm/dgemm otherwise and
+ * for what oneDNN declines.
  *
  * Row-major C = alpha op(A) op(B) + beta C, looped over a batch.
  */
 #include <cblas.h>
+#include "backends/cpu/cpu_engine.h"
 #include "backends/cpu/cpu_kernels.h"
 
 mf_status mfi_cpu_gemm(const mfi_gemm *g)
 {
     if (g->m == 0 || g->n == 0) return MF_OK;
+    if (mfi_cpu_engine() == MF_CPU_ONEDNN) {
+        mf_status st = mfi_dnnl_gemm(g);
+        if (st != MFI_DNNL_DECLINED) return st;
+    }
     CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
     CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
     if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)

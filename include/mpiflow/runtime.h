@@ -122,6 +122,27 @@ MF_API void mf_memory_empty_cache(void);
 MF_API mf_status mf_memory_set_limit_on(mf_device_type dev, int64_t bytes);
 MF_API int64_t mf_memory_limit_on(mf_device_type dev);
 
+/* ---- the CPU engine: which library runs matrix products and
+ * convolutions on the CPU (doc/cpu.md). oneDNN when it was built (it
+ * JIT-compiles for the CPU it finds), OpenBLAS always. MF_CPU_ENGINE
+ * (openblas|onednn) chooses at mf_init. Either gives results within the
+ * tests' tolerances of the other, not bit for bit; at a fixed engine and
+ * thread count every run gives the same bits. */
+typedef enum mf_cpu_engine { MF_CPU_OPENBLAS, MF_CPU_ONEDNN } mf_cpu_engine;
+MF_API bool mf_cpu_engine_available(mf_cpu_engine e);
+/* MF_ERR_ARG when e is unknown or not in this build. */
+MF_API mf_status mf_cpu_engine_set(mf_cpu_engine e);
+MF_API mf_cpu_engine mf_cpu_engine_get(void);
+MF_API const char *mf_cpu_engine_name(mf_cpu_engine e);   /* "openblas", "onednn" */
+/* Whether bf16 autocast multiplies in bfloat16 on this CPU (AVX512_BF16
+ * or AMX, through oneDNN). Without it autocast still rounds the operands
+ * to bfloat16, but multiplies them in f32 and is no faster. */
+MF_API bool mf_cpu_bf16_native(void);
+/* One line: each op class's engine and instruction set, e.g. "gemm
+ * onednn (avx512_core_bf16: brg:avx512_core), conv2d onednn (...),
+ * pooling/norm/attention mpiflow OpenMP, bf16 native". */
+MF_API const char *mf_cpu_engine_describe(char *buf, size_t size);
+
 MF_API const char *mf_version(void);
 
 #ifdef __cplusplus

@@ -1,0 +1,39 @@
+/*
+ * backends/cpu/cpu_engine.h - which library runs the CPU backend's
+ * matrix products and convolutions: OpenBLAS (always built) or oneDNN
+ * (when configure found it). See doc/cpu.md.
+ */
+#ifndef MPIFLOW_CPU_ENGINE_H
+#define MPIFLOW_CPU_ENGINE_H
+
+#include <stdbool.h>
+#include "backends/backend.h"
+#include "mpiflow/runtime.h"
+
+/* The engine in use now (mf_cpu_engine_set, MF_CPU_ENGINE). */
+mf_cpu_engine mfi_cpu_engine(void);
+
+/* Reads MF_CPU_ENGINE (openblas|onednn; unset: oneDNN when built). */
+mf_status mfi_cpu_engine_from_env(void);
+
+/* oneDNN kernels (cpu_onednn.c). Each returns MF_OK when it ran the
+ * work, MFI_DNNL_DECLINED (no error set) when oneDNN has no
+ * implementation for the case and the caller should run its own, and an
+ * error otherwise. Built without oneDNN, they all decline. */
+#define MFI_DNNL_DECLINED ((mf_status) - 1)
+mf_status mfi_dnnl_gemm(const mfi_gemm *g);
+mf_status mfi_dnnl_conv_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias);
+mf_status mfi_dnnl_conv_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w);
+mf_status mfi_dnnl_conv_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x);
+
+/* oneDNN's instruction set on this CPU ("avx512_core_bf16"), or NULL
+ * when it is not built; whether it multiplies bfloat16 natively. */
+const char *mfi_dnnl_isa(void);
+bool mfi_dnnl_bf16_native(void);
+/* The implementation oneDNN picks for a probe convolution and GEMM
+ * ("brg:avx512_core"), written into buf. */
+void mfi_dnnl_impls(char *buf, size_t size);
+/* Frees the cached primitives (mf_finalize). */
+void mfi_dnnl_shutdown(void);
+
+#endif

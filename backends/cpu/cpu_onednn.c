@@ -1,0 +1,545 @@
+/*
+ * backends/cpu/cpu_onednn.c - matrix products and convolutions on oneDNN
+ * (doc/cpu.md).
+ *
+ * f32 GEMMs are dnnl_sgemm, row-major like ours. Under bf16 autocast
+ * (operands already rounded to bfloat16 values) a GEMM is a matmul
+ * primitive with bfloat16 operands and f32 accumulation; the operands are
+ * packed as bfloat16 first (their low 16 bits are zero, so that is exact).
+ * Convolutions are primitives on mpiflow's NCHW/OIHW tensors: oneDNN
+ * chooses its own layout ("any") and reorders in and out when that is
+ * faster than running on the plain one.
+ *
+ * Primitives are created once per shape and kept in a small cache; their
+ * scratchpads and reorder buffers come from mpiflow's host allocator
+ * (base/alloc.c), so the memory statistics and MF_MEMORY_LIMIT see them.
+ * A case oneDNN has no implementation for is declined, and the caller
+ * runs its own kernel.
+ */
+#include "config.h"
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "backends/cpu/cpu_engine.h"
+#include "base/alloc.h"
+#include "base/error.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static dnnl_engine_t eng;
+static dnnl_stream_t strm;
+
+/* The engine and stream, created on first use (under lock). */
+static mf_status dnnl_start(void)
+{
+    if (strm) return MF_OK;
+    dnnl_status_t s = dnnl_engine_create(&eng, dnnl_cpu, 0);
+    if (s == dnnl_success) s = dnnl_stream_create(&strm, eng, dnnl_stream_default_flags);
+    if (s != dnnl_success) MF_FAIL(MF_ERR_BACKEND, "oneDNN: cannot create the CPU engine: %s", dnnl_status2str(s));
+    return MF_OK;
+}
+
+/* ---------------------------------------------------------------- cache */
+enum { K_MATMUL, K_CONV_FWD, K_CONV_FWD_BIAS, K_CONV_BWD_DATA, K_CONV_BWD_FILTER };
+enum { A_SRC, A_WEI, A_BIAS, A_DST, A_NARGS };   /* a primitive's slots, whatever their role */
+
+typedef struct prim_key {
+    int kind;
+    int bf16;
+    int64_t v[20];
+} prim_key;
+
+/* One slot: the user's plain layout, and when the primitive wants
+ * another, a reorder into or out of a buffer of that layout. */
+typedef struct slot {
+    int arg;                       /* DNNL_ARG_*; 0: unused */
+    bool out;                      /* written by the primitive */
+    dnnl_memory_t user, inner;     /* inner: NULL when the user layout is used */
+    dnnl_primitive_t reorder;
+    size_t inner_bytes;
+} slot;
+
+typedef struct prim {
+    prim_key key;
+    dnnl_primitive_t p;
+    size_t scratch_bytes;
+    dnnl_memory_t scratch;
+    slot s[A_NARGS];
+    uint64_t used;
+    bool declined;                 /* oneDNN has no implementation: not again */
+    char impl[48];
+} prim;
+
+#define CACHE_SLOTS 64
+static prim cache[CACHE_SLOTS];
+static uint64_t clock_;
+static char conv_impl[48] = "", gemm_impl[48] = "";
+
+static void prim_clear(prim *e)
+{
+    if (e->p) dnnl_primitive_destroy(e->p);
+    if (e->scratch) dnnl_memory_destroy(e->scratch);
+    for (int i = 0; i < A_NARGS; i++) {
+        if (e->s[i].user) dnnl_memory_destroy(e->s[i].user);
+        if (e->s[i].inner) dnnl_memory_destroy(e->s[i].inner);
+        if (e->s[i].reorder) dnnl_primitive_destroy(e->s[i].reorder);
+    }
+    memset(e, 0, sizeof *e);
+}
+
+/* The cached entry of key, or a cleared one to fill (the least recently
+ * used). *found says which. */
+static prim *cache_get(const prim_key *key, bool *found)
+{
+    prim *lru = &cache[0];
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        prim *e = &cache[i];
+        if ((e->p || e->declined) && !memcmp(&e->key, key, sizeof *key)) {
+            e->used = ++clock_;
+            *found = true;
+            return e;
+        }
+        if (e->used < lru->used) lru = e;
+    }
+    prim_clear(lru);
+    lru->key = *key;
+    lru->used = ++clock_;
+    *found = false;
+    return lru;
+}
+
+void mfi_dnnl_shutdown(void)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < CACHE_SLOTS; i++) prim_clear(&cache[i]);
+    if (strm) dnnl_stream_destroy(strm);
+    if (eng) dnnl_engine_destroy(eng);
+    strm = NULL;
+    eng = NULL;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Fills e from a primitive descriptor whose slots were asked for in
+ * "any" layouts where allowed: user memories in the given plain layouts,
+ * reorders where the primitive chose another. Takes pd. */
+static mf_status prim_finish(prim *e, dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *user_md[A_NARGS],
+                             const int arg[A_NARGS], const bool out[A_NARGS])
+{
+    dnnl_status_t s = dnnl_success;
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(e->impl, sizeof e->impl, "%s", impl ? impl : "?");
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    e->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    if (e->scratch_bytes) s = dnnl_memory_create(&e->scratch, smd, eng, DNNL_MEMORY_NONE);
+    for (int i = 0; i < A_NARGS && s == dnnl_success; i++) {
+        if (!user_md[i]) continue;
+        slot *sl = &e->s[i];
+        sl->arg = arg[i];
+        sl->out = out[i];
+        s = dnnl_memory_create(&sl->user, user_md[i], eng, DNNL_MEMORY_NONE);
+        const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg[i]);
+        if (s != dnnl_success || !want || dnnl_memory_desc_equal(want, user_md[i])) continue;
+        sl->inner_bytes = dnnl_memory_desc_get_size(want);
+        s = dnnl_memory_create(&sl->inner, want, eng, DNNL_MEMORY_NONE);
+        dnnl_primitive_desc_t rpd = NULL;
+        if (s == dnnl_success)
+            s = sl->out ? dnnl_reorder_primitive_desc_create(&rpd, want, eng, user_md[i], eng, NULL)
+                        : dnnl_reorder_primitive_desc_create(&rpd, user_md[i], eng, want, eng, NULL);
+        if (s == dnnl_success) s = dnnl_primitive_create(&sl->reorder, rpd);
+        if (rpd) dnnl_primitive_desc_destroy(rpd);
+    }
+    if (s == dnnl_success) s = dnnl_primitive_create(&e->p, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (s != dnnl_success) {
+        prim_clear(e);
+        MF_FAIL(MF_ERR_BACKEND, "oneDNN: cannot create a primitive: %s", dnnl_status2str(s));
+    }
+    return MF_OK;
+}
+
+static mf_status reorder(dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to)
+{
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    dnnl_status_t s = dnnl_primitive_execute(r, strm, 2, a);
+    if (s != dnnl_success) MF_FAIL(MF_ERR_BACKEND, "oneDNN reorder: %s", dnnl_status2str(s));
+    return MF_OK;
+}
+
+/* Runs e on the user buffers ptr[slot] (NULL: slot unused): reorders in,
+ * the primitive, reorders out; scratch from the host allocator. */
+static mf_status prim_run(prim *e, void *const ptr[A_NARGS])
+{
+    void *bufs[A_NARGS + 1] = {0};
+    size_t sizes[A_NARGS + 1] = {0};
+    dnnl_exec_arg_t args[A_NARGS + 1];
+    int nargs = 0;
+    mf_status st = MF_OK;
+    if (e->scratch_bytes) {
+        sizes[A_NARGS] = e->scratch_bytes;
+        if (!(bufs[A_NARGS] = mfi_alloc(e->scratch_bytes))) MF_FAIL_OUT(MF_ERR_NOMEM, "oneDNN: out of memory for a scratchpad");
+        dnnl_memory_set_data_handle(e->scratch, bufs[A_NARGS]);
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
+    }
+    for (int i = 0; i < A_NARGS; i++) {
+        slot *sl = &e->s[i];
+        if (!sl->arg) continue;
+        dnnl_memory_set_data_handle(sl->user, ptr[i]);
+        if (sl->inner) {
+            sizes[i] = sl->inner_bytes;
+            if (!(bufs[i] = mfi_alloc(sl->inner_bytes))) MF_FAIL_OUT(MF_ERR_NOMEM, "oneDNN: out of memory for a reorder");
+            dnnl_memory_set_data_handle(sl->inner, bufs[i]);
+            if (!sl->out) MF_TRY_OUT(reorder(sl->reorder, sl->user, sl->inner));
+        }
+        args[nargs++] = (dnnl_exec_arg_t){sl->arg, sl->inner ? sl->inner : sl->user};
+    }
+    dnnl_status_t s = dnnl_primitive_execute(e->p, strm, nargs, args);
+    if (s != dnnl_success) MF_FAIL_OUT(MF_ERR_BACKEND, "oneDNN %s: %s", e->impl, dnnl_status2str(s));
+    for (int i = 0; i < A_NARGS; i++)
+        if (e->s[i].arg && e->s[i].inner && e->s[i].out) MF_TRY_OUT(reorder(e->s[i].reorder, e->s[i].inner, e->s[i].user));
+    dnnl_stream_wait(strm);
+out:
+    for (int i = 0; i <= A_NARGS; i++)
+        if (bufs[i]) mfi_free(bufs[i], sizes[i]);
+    return st;
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+/* op(X) [rows, cols] of a row-major X with leading dimension ld, packed
+ * as contiguous bfloat16 (the top half of each float: exact for values
+ * that autocast already rounded). */
+static void pack_bf16(uint16_t *dst, const float *x, int64_t ld, bool trans, int64_t rows, int64_t cols)
+{
+    const uint32_t *u = (const uint32_t *)x;
+    if (!trans) {
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) dst[i * cols + j] = (uint16_t)(u[i * ld + j] >> 16);
+    } else {   /* op(X)[i, j] = X[j, i]: keep X's layout, a transposed view of it */
+        for (int64_t j = 0; j < cols; j++)
+            for (int64_t i = 0; i < rows; i++) dst[j * rows + i] = (uint16_t)(u[j * ld + i] >> 16);
+    }
+}
+
+static mf_status matmul_bf16(const mfi_gemm *g)
+{
+    prim_key key;
+    memset(&key, 0, sizeof key);
+    key.kind = K_MATMUL;
+    key.bf16 = 1;
+    float alpha = (float)g->alpha, beta = (float)g->beta;
+    int64_t v[] = {g->m, g->n, g->k, g->trans_a, g->trans_b, g->ldc};
+    memcpy(key.v, v, sizeof v);
+    memcpy(&key.v[6], &alpha, sizeof alpha);
+    memcpy(&key.v[7], &beta, sizeof beta);
+    mf_status st = MF_OK;
+    pthread_mutex_lock(&lock);
+    bool found;
+    prim *e = NULL;
+    MF_TRY_OUT(dnnl_start());
+    e = cache_get(&key, &found);
+    if (!found) {
+        /* op(A) [m, k] and op(B) [k, n] packed in their stored orientation */
+        dnnl_memory_desc_t a, b, c;
+        dnnl_dims_t da = {g->m, g->k}, db = {g->k, g->n}, dc = {g->m, g->n};
+        dnnl_dims_t sa = {g->trans_a ? 1 : g->k, g->trans_a ? g->m : 1};
+        dnnl_dims_t sb = {g->trans_b ? 1 : g->n, g->trans_b ? g->k : 1};
+        dnnl_dims_t sc = {g->ldc, 1};
+        dnnl_memory_desc_init_by_strides(&a, 2, da, dnnl_bf16, sa);
+        dnnl_memory_desc_init_by_strides(&b, 2, db, dnnl_bf16, sb);
+        dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc);
+        dnnl_matmul_desc_t md;
+        dnnl_primitive_attr_t attr = NULL;
+        dnnl_post_ops_t po = NULL;
+        dnnl_primitive_desc_t pd = NULL;
+        dnnl_status_t s = dnnl_matmul_desc_init(&md, &a, &b, NULL, &c);
+        if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
+        if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+        if (s == dnnl_success && alpha != 1.0f) s = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha);
+        if (s == dnnl_success && beta != 0.0f) {
+            s = dnnl_post_ops_create(&po);
+            if (s == dnnl_success) s = dnnl_post_ops_append_sum(po, beta);
+            if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
+        }
+        if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL);
+        if (po) dnnl_post_ops_destroy(po);
+        if (attr) dnnl_primitive_attr_destroy(attr);
+        if (s != dnnl_success) {
+            e->declined = true;
+            st = MFI_DNNL_DECLINED;
+            goto out;
+        }
+        const dnnl_memory_desc_t *um[A_NARGS] = {&a, &b, NULL, &c};
+        const int arg[A_NARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, 0, DNNL_ARG_DST};
+        const bool outp[A_NARGS] = {false, false, false, true};
+        MF_TRY_OUT(prim_finish(e, pd, um, arg, outp));
+        snprintf(gemm_impl, sizeof gemm_impl, "%s", e->impl);
+    }
+    if (e->declined) {
+        st = MFI_DNNL_DECLINED;
+        goto out;
+    }
+    size_t abytes = (size_t)(g->m * g->k) * 2, bbytes = (size_t)(g->k * g->n) * 2;
+    uint16_t *pa = mfi_alloc(abytes), *pb = mfi_alloc(bbytes);
+    if (!pa || !pb) {
+        mfi_free(pa, abytes);
+        mfi_free(pb, bbytes);
+        MF_FAIL_OUT(MF_ERR_NOMEM, "gemm: out of memory packing bfloat16 operands");
+    }
+    for (int64_t i = 0; i < g->batch && st == MF_OK; i++) {
+        if (i == 0 || g->stride_a) pack_bf16(pa, (const float *)g->a + i * g->stride_a, g->lda, g->trans_a, g->m, g->k);
+        if (i == 0 || g->stride_b) pack_bf16(pb, (const float *)g->b + i * g->stride_b, g->ldb, g->trans_b, g->k, g->n);
+        void *ptr[A_NARGS] = {pa, pb, NULL, (float *)g->c + i * g->stride_c};
+        st = prim_run(e, ptr);
+    }
+    mfi_free(pa, abytes);
+    mfi_free(pb, bbytes);
+out:
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+mf_status mfi_dnnl_gemm(const mfi_gemm *g)
+{
+    if (g->dtype != MF_F32) return MFI_DNNL_DECLINED;
+    if (g->bf16 && mfi_dnnl_bf16_native()) return matmul_bf16(g);
+    char ta = g->trans_a ? 'T' : 'N', tb = g->trans_b ? 'T' : 'N';
+    for (int64_t i = 0; i < g->batch; i++) {
+        dnnl_status_t s = dnnl_sgemm(ta, tb, g->m, g->n, g->k, (float)g->alpha, (const float *)g->a + i * g->stride_a,
+                                     g->lda, (const float *)g->b + i * g->stride_b, g->ldb, (float)g->beta,
+                                     (float *)g->c + i * g->stride_c, g->ldc);
+        if (s != dnnl_success) MF_FAIL(MF_ERR_BACKEND, "oneDNN sgemm [%lld,%lld]x[%lld,%lld]: %s", (long long)g->m,
+                                       (long long)g->k, (long long)g->k, (long long)g->n, dnnl_status2str(s));
+    }
+    return MF_OK;
+}
+
+/* ---------------------------------------------------------------- conv2d */
+
+/* oneDNN's right padding for our output size; false when it would be
+ * negative (an output that drops input rows: declined). */
+static bool pad_right(const mfi_conv2d *p, dnnl_dims_t pr)
+{
+    int64_t in[2] = {p->h, p->w}, o[2] = {p->oh, p->ow}, k[2] = {p->kh, p->kw};
+    for (int i = 0; i < 2; i++) {
+        pr[i] = (o[i] - 1) * p->stride[i] + (k[i] - 1) * p->dilation[i] + 1 - in[i] - p->padding[i];
+        if (pr[i] < 0) return false;
+    }
+    return true;
+}
+
+/* The plain descriptors of a convolution: x [n,c,h,w], w [oc,c/g,kh,kw]
+ * (or [g,oc/g,c/g,kh,kw]), bias [oc], y [n,oc,oh,ow]; x, w (and y when
+ * it is read) bfloat16 under autocast. */
+static void conv_mds(const mfi_conv2d *p, dnnl_data_type_t in_t, dnnl_memory_desc_t *x, dnnl_memory_desc_t *w,
+                     dnnl_memory_desc_t *b, dnnl_memory_desc_t *y, dnnl_data_type_t y_t, dnnl_data_type_t w_t)
+{
+    dnnl_dims_t dx = {p->n, p->c, p->h, p->w}, dy = {p->n, p->oc, p->oh, p->ow}, db = {p->oc};
+    dnnl_memory_desc_init_by_tag(x, 4, dx, in_t, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(y, 4, dy, y_t, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(b, 1, db, dnnl_f32, dnnl_a);
+    if (p->groups == 1) {
+        dnnl_dims_t dw = {p->oc, p->c, p->kh, p->kw};
+        dnnl_memory_desc_init_by_tag(w, 4, dw, w_t, dnnl_oihw);
+    } else {
+        dnnl_dims_t dw = {p->groups, p->oc / p->groups, p->c / p->groups, p->kh, p->kw};
+        dnnl_memory_desc_init_by_tag(w, 5, dw, w_t, dnnl_goihw);
+    }
+}
+
+/* "any" versions of the same shapes, for oneDNN to choose a layout */
+static void any_of(dnnl_memory_desc_t *any, const dnnl_memory_desc_t *plain)
+{
+    dnnl_memory_desc_init_by_tag(any, plain->ndims, plain->dims, plain->data_type, dnnl_format_tag_any);
+}
+
+/* The forward descriptor (bias or not) of p: the hint backward needs too. */
+static dnnl_status_t conv_fwd_pd(const mfi_conv2d *p, bool bf16, bool bias, dnnl_primitive_desc_t *pd,
+                                 dnnl_memory_desc_t md[A_NARGS], dnnl_primitive_attr_t attr)
+{
+    dnnl_dims_t st = {p->stride[0], p->stride[1]}, dil = {p->dilation[0] - 1, p->dilation[1] - 1};
+    dnnl_dims_t pl = {p->padding[0], p->padding[1]}, pr;
+    pad_right(p, pr);
+    dnnl_data_type_t it = bf16 ? dnnl_bf16 : dnnl_f32;
+    conv_mds(p, it, &md[A_SRC], &md[A_WEI], &md[A_BIAS], &md[A_DST], dnnl_f32, it);
+    dnnl_memory_desc_t ax, aw, ay;
+    any_of(&ax, &md[A_SRC]);
+    any_of(&aw, &md[A_WEI]);
+    any_of(&ay, &md[A_DST]);
+    dnnl_convolution_desc_t d;
+    dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &ax,
+                                                                 &aw, bias ? &md[A_BIAS] : NULL, &ay, st, dil, pl, pr);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(pd, &d, attr, eng, NULL);
+    return s;
+}
+
+static dnnl_primitive_attr_t user_scratch_attr(void)
+{
+    dnnl_primitive_attr_t attr = NULL;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;
+    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    return attr;
+}
+
+/* Creates the entry of one convolution pass (kind) on first use. */
+static mf_status conv_prim(const mfi_conv2d *p, int kind, prim **ep)
+{
+    dnnl_dims_t pr;
+    if (p->c % p->groups || p->oc % p->groups || !pad_right(p, pr)) return MFI_DNNL_DECLINED;
+    prim_key key;
+    memset(&key, 0, sizeof key);
+    key.kind = kind;
+    key.bf16 = p->bf16 && mfi_dnnl_bf16_native();
+    int64_t v[] = {p->n, p->c, p->h, p->w, p->oc, p->oh, p->ow, p->kh, p->kw, p->stride[0], p->stride[1],
+                   p->padding[0], p->padding[1], p->dilation[0], p->dilation[1], p->groups};
+    memcpy(key.v, v, sizeof v);
+    MF_TRY(dnnl_start());
+    bool found;
+    prim *e = cache_get(&key, &found);
+    *ep = e;
+    if (found) return e->declined ? MFI_DNNL_DECLINED : MF_OK;
+    bool bf16 = key.bf16;
+    dnnl_primitive_attr_t attr = user_scratch_attr();
+    dnnl_memory_desc_t md[A_NARGS];
+    dnnl_primitive_desc_t fwd = NULL, pd = NULL;
+    dnnl_status_t s = attr ? conv_fwd_pd(p, bf16, kind == K_CONV_FWD_BIAS, &fwd, md, attr) : dnnl_out_of_memory;
+    dnnl_dims_t st = {p->stride[0], p->stride[1]}, dil = {p->dilation[0] - 1, p->dilation[1] - 1};
+    dnnl_dims_t pl = {p->padding[0], p->padding[1]};
+    dnnl_data_type_t it = bf16 ? dnnl_bf16 : dnnl_f32;
+    const dnnl_memory_desc_t *um[A_NARGS] = {0};
+    int arg[A_NARGS] = {0};
+    bool outp[A_NARGS] = {0};
+    if (s == dnnl_success && (kind == K_CONV_FWD || kind == K_CONV_FWD_BIAS)) {
+        pd = fwd;
+        fwd = NULL;
+        um[A_SRC] = &md[A_SRC], arg[A_SRC] = DNNL_ARG_SRC;
+        um[A_WEI] = &md[A_WEI], arg[A_WEI] = DNNL_ARG_WEIGHTS;
+        if (kind == K_CONV_FWD_BIAS) um[A_BIAS] = &md[A_BIAS], arg[A_BIAS] = DNNL_ARG_BIAS;
+        um[A_DST] = &md[A_DST], arg[A_DST] = DNNL_ARG_DST, outp[A_DST] = true;
+    } else if (s == dnnl_success) {
+        /* backward: the gradient flowing in is bfloat16 under autocast, the one
+         * computed f32; slot A_SRC holds x or gx, A_WEI w or gw, A_DST gy */
+        conv_mds(p, kind == K_CONV_BWD_DATA ? dnnl_f32 : it, &md[A_SRC], &md[A_WEI], &md[A_BIAS], &md[A_DST], it,
+                 kind == K_CONV_BWD_DATA ? it : dnnl_f32);
+        dnnl_memory_desc_t ax, aw, ay;
+        any_of(&ax, &md[A_SRC]);
+        any_of(&aw, &md[A_WEI]);
+        any_of(&ay, &md[A_DST]);
+        dnnl_convolution_desc_t d;
+        if (kind == K_CONV_BWD_DATA)
+            s = dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &ax, &aw, &ay, st, dil, pl, pr);
+        else
+            s = dnnl_dilated_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &ax, &aw, NULL, &ay, st,
+                                                                    dil, pl, pr);
+        if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &d, attr, eng, fwd);
+        bool data = kind == K_CONV_BWD_DATA;
+        um[A_SRC] = &md[A_SRC], um[A_WEI] = &md[A_WEI], um[A_DST] = &md[A_DST];
+        arg[A_SRC] = data ? DNNL_ARG_DIFF_SRC : DNNL_ARG_SRC;
+        outp[A_SRC] = data;
+        arg[A_WEI] = data ? DNNL_ARG_WEIGHTS : DNNL_ARG_DIFF_WEIGHTS;
+        outp[A_WEI] = !data;
+        arg[A_DST] = DNNL_ARG_DIFF_DST;
+    }
+    if (fwd) dnnl_primitive_desc_destroy(fwd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) {
+        if (pd) dnnl_primitive_desc_destroy(pd);
+        e->declined = true;
+        return MFI_DNNL_DECLINED;
+    }
+    MF_TRY(prim_finish(e, pd, um, arg, outp));
+    snprintf(conv_impl, sizeof conv_impl, "%s", e->impl);
+    return MF_OK;
+}
+
+/* Runs one convolution pass on contiguous f32 views (under autocast the
+ * bfloat16 operands are packed first). */
+static mf_status conv_run(const mfi_conv2d *p, int kind, void *s0, const void *w, const void *b, void *d)
+{
+    if (!p->n || !p->oc || !p->c) return MFI_DNNL_DECLINED;
+    pthread_mutex_lock(&lock);
+    prim *e = NULL;
+    mf_status st = conv_prim(p, kind, &e);
+    void *packed[A_NARGS] = {0};
+    size_t bytes[A_NARGS] = {0};
+    void *ptr[A_NARGS] = {s0, (void *)w, (void *)b, d};
+    if (st == MF_OK && e->key.bf16) {
+        /* the operands read as bfloat16: x/w forward, gy/w backward-data, x/gy backward-filter */
+        int64_t nx = p->n * p->c * p->h * p->w, nw = p->oc * (p->c / p->groups) * p->kh * p->kw;
+        int64_t ny = p->n * p->oc * p->oh * p->ow;
+        bool in[A_NARGS] = {kind != K_CONV_BWD_DATA, kind != K_CONV_BWD_FILTER, false,
+                            kind == K_CONV_BWD_DATA || kind == K_CONV_BWD_FILTER};
+        int64_t n[A_NARGS] = {nx, nw, 0, ny};
+        for (int i = 0; i < A_NARGS && st == MF_OK; i++) {
+            if (!in[i]) continue;
+            bytes[i] = (size_t)n[i] * 2;
+            if (!(packed[i] = mfi_alloc(bytes[i]))) {
+                st = mfi_error(MF_ERR_NOMEM, "conv2d: out of memory packing bfloat16 operands");
+                break;
+            }
+            pack_bf16(packed[i], ptr[i], n[i], false, 1, n[i]);
+            ptr[i] = packed[i];
+        }
+    }
+    if (st == MF_OK) st = prim_run(e, ptr);
+    for (int i = 0; i < A_NARGS; i++)
+        if (packed[i]) mfi_free(packed[i], bytes[i]);
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+mf_status mfi_dnnl_conv_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias)
+{
+    if (x->dtype != MF_F32) return MFI_DNNL_DECLINED;
+    return conv_run(p, bias ? K_CONV_FWD_BIAS : K_CONV_FWD, x->data, w->data, bias ? bias->data : NULL, out->data);
+}
+
+mf_status mfi_dnnl_conv_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w)
+{
+    if (gx->dtype != MF_F32) return MFI_DNNL_DECLINED;
+    return conv_run(p, K_CONV_BWD_DATA, gx->data, w->data, NULL, gy->data);
+}
+
+mf_status mfi_dnnl_conv_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x)
+{
+    if (gw->dtype != MF_F32) return MFI_DNNL_DECLINED;
+    return conv_run(p, K_CONV_BWD_FILTER, x->data, gw->data, NULL, gy->data);
+}
+
+/* ---------------------------------------------------------------- reports */
+const char *mfi_dnnl_isa(void)
+{
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
+}
+
+bool mfi_dnnl_bf16_native(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+}
+
+void mfi_dnnl_impls(char *buf, size_t size)
+{
+    /* a probe convolution (32 -> 64 channels, 5x5 on 14x14) names the
+     * implementation oneDNN picks for this CPU */
+    if (!conv_impl[0]) {
+        mfi_conv2d p = {.n = 8, .c = 32, .h = 14, .w = 14, .oc = 64, .oh = 14, .ow = 14, .kh = 5, .kw = 5,
+                        .stride = {1, 1}, .padding = {2, 2}, .dilation = {1, 1}, .groups = 1};
+        pthread_mutex_lock(&lock);
+        prim *e;
+        if (conv_prim(&p, K_CONV_FWD, &e) != MF_OK) snprintf(conv_impl, sizeof conv_impl, "none");
+        pthread_mutex_unlock(&lock);
+    }
+    snprintf(buf, size, "conv %s, gemm sgemm%s%s", conv_impl, gemm_impl[0] ? ", bf16 matmul " : "", gemm_impl);
+}
