@@ -666,6 +666,16 @@ int main(int argc, char **argv)
     }
     if (r.o.threads) mf_set_threads(r.o.threads);
     if (r.o.profile) mf_profile_enable(true);
+    if (!strcmp(r.o.precision, "bf16") && !strcmp(r.o.device, "cpu") && !mf_cpu_bf16_native()) {
+        /* emulated bf16 is slower than fp32 and no more accurate: refuse it rather than train slowly */
+        const char *why = !mf_cpu_engine_available(MF_CPU_ONEDNN) ? "oneDNN is not in this build"
+                          : mf_cpu_engine_get() != MF_CPU_ONEDNN ? "MF_CPU_ENGINE=openblas chose OpenBLAS, which has no bf16 kernels"
+                                                                 : "this CPU has neither AVX512_BF16 nor AMX";
+        fprintf(stderr, "mpiflow-train: error: --precision bf16 on --device cpu needs the oneDNN engine and a CPU "
+                        "with AVX512_BF16 or AMX: %s. Train in fp32, or see doc/cpu.md\n", why);
+        code = EXIT_BAD_INPUT;
+        goto out;
+    }
     if (!strcmp(r.o.precision, "bf16")) mf_autocast_set(MF_PRECISION_BF16);
     if (!strcmp(r.o.device, "cuda")) {   /* before the model: its parameters are made there */
         mf_status dst = mf_agree(mf_set_default_device(MF_DEV_CUDA));
@@ -714,6 +724,8 @@ int main(int argc, char **argv)
         if (strcmp(r.o.device, "cpu") || strcmp(r.o.precision, "fp32"))
             printf("mpiflow-train: device %s, precision %s\n", mf_device_describe(mf_default_device(), dd, sizeof dd),
                    r.o.precision);
+        if (!strcmp(r.o.device, "cpu"))
+            printf("mpiflow-train: cpu engine: %s\n", mf_cpu_engine_describe(dd, sizeof dd));
         fflush(stdout);
     }
     if (r.o.resume) {

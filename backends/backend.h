@@ -210,8 +210,12 @@ typedef struct mfi_backend {
 #undef MFI_KERNEL_SLOT
 } mfi_backend;
 
-/* The CPU backend (backends/cpu). */
+/* The CPU backend (backends/cpu). Its shutdown frees the cached oneDNN
+ * primitives. */
 extern const mfi_backend mfi_cpu_backend;
+/* Chooses the CPU engine from MF_CPU_ENGINE (openblas|onednn; unset:
+ * oneDNN where it is built in). See doc/cpu.md. */
+mf_status mfi_cpu_engine_from_env(void);
 /* The CUDA backend (backends/cuda), when configure found the toolkit. */
 extern const mfi_backend mfi_cuda_backend;
 

@@ -4,16 +4,21 @@
  *
  *   bench_train [--model mlp|lenet|all] [--threads 1,2] [--batch 128]
  *               [--steps N] [--warmup N] [--repeat R] [--prefetch auto|on|off]
+ *               [--engine onednn|openblas] [--bf16]
  *
  * Each configuration runs `warmup` steps, then `repeat` timed windows of
  * `steps` steps, and reports the best window (this machine is noisy).
- * A second pass with kernel profiling on gives the time split; it is
- * kept separate because timing every kernel costs a little.
+ * A second pass with kernel profiling on gives the time split and the
+ * GFLOP/s that GEMMs and convolutions ran at inside training; it is kept
+ * separate because timing every kernel costs a little. The last column
+ * names the ISA whose FMA peak those rates are read against
+ * (bench/peak.h).
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bench/peak.h"
 #include "mpiflow.h"
 
 typedef struct bench {
@@ -52,7 +57,9 @@ static double window(bench *b, int steps)
 static void usage(void)
 {
     puts("usage: bench_train [--model mlp|lenet|all] [--threads LIST] [--batch B] [--steps N] [--warmup N] "
-         "[--repeat R] [--prefetch auto|on|off]\nPrints samples/s and the time split for each model and thread count.");
+         "[--repeat R] [--prefetch auto|on|off] [--engine onednn|openblas] [--bf16]\n"
+         "Prints samples/s, the time split and the GEMM and conv GFLOP/s inside training for each model and\n"
+         "thread count.");
 }
 
 int main(int argc, char **argv)
@@ -60,9 +67,12 @@ int main(int argc, char **argv)
     const char *model = "all", *threads = "1,2";
     int batch = 128, steps = 0, warmup = -1, repeat = 3;
     int prefetch = -1;   /* auto: when a core is spare, as mpiflow-train */
+    const char *engine = NULL;
+    bool bf16 = false;
     static const struct option opts[] = {{"model", 1, 0, 'm'}, {"threads", 1, 0, 't'}, {"batch", 1, 0, 'b'},
                                          {"steps", 1, 0, 's'}, {"warmup", 1, 0, 'w'}, {"repeat", 1, 0, 'r'},
-                                         {"prefetch", 1, 0, 'p'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                         {"prefetch", 1, 0, 'p'}, {"engine", 1, 0, 'e'}, {"bf16", 0, 0, 'f'},
+                                         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -73,6 +83,8 @@ int main(int argc, char **argv)
         case 'w': warmup = atoi(optarg); break;
         case 'r': repeat = atoi(optarg); break;
         case 'p': prefetch = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : -1; break;
+        case 'e': engine = optarg; break;
+        case 'f': bf16 = true; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
         }
@@ -82,12 +94,25 @@ int main(int argc, char **argv)
         return 2;
     }
     if (mf_init(&argc, &argv) != MF_OK) return 1;
+    if (engine && mf_cpu_engine_set(!strcmp(engine, "openblas") ? MF_CPU_OPENBLAS : MF_CPU_ONEDNN) != MF_OK) {
+        fprintf(stderr, "bench_train: --engine %s: %s\n", engine, mf_last_error());
+        return 2;
+    }
+    if (bf16 && !mf_cpu_bf16_native()) {
+        fprintf(stderr, "bench_train: --bf16: this engine and CPU have no native bfloat16\n");
+        return 2;
+    }
+    if (bf16) mf_autocast_set(MF_PRECISION_BF16);
+    char desc[512];
+    mf_cpu_engine_describe(desc, sizeof desc);
+    const char *isa = peak_isa_name(peak_isa_of(desc, bf16));
     mf_dataset *ds = mf_dataset_fashion_mnist(NULL, true);
     if (!ds) {
         fprintf(stderr, "bench_train: %s\n", mf_last_error());
         return 1;
     }
-    printf("%-6s %7s %6s %12s %8s %8s %8s\n", "model", "threads", "batch", "samples/s", "gemm%", "conv%", "other%");
+    printf("%-6s %7s %6s %12s %8s %8s %8s %9s %9s %-12s\n", "model", "threads", "batch", "samples/s", "gemm%", "conv%",
+           "other%", "gemm GF/s", "conv GF/s", "peak isa");
     const char *models[] = {"mlp", "lenet"};
     for (int mi = 0; mi < 2; mi++) {
         if (strcmp(model, "all") && strcmp(model, models[mi])) continue;
@@ -118,8 +143,10 @@ int main(int argc, char **argv)
             double tp = window(&b, n);
             mf_profile_enable(false);
             double gemm = mf_profile_seconds(MF_PROF_GEMM, NULL), conv = mf_profile_seconds(MF_PROF_CONV, NULL);
-            printf("%-6s %7d %6d %12.0f %7.1f%% %7.1f%% %7.1f%%\n", models[mi], nt, batch, n * batch / best,
-                   100 * gemm / tp, 100 * conv / tp, 100 * (tp - gemm - conv) / tp);
+            double gf = gemm > 0 ? mf_profile_flops(MF_PROF_GEMM) / gemm / 1e9 : 0;
+            double cf = conv > 0 ? mf_profile_flops(MF_PROF_CONV) / conv / 1e9 : 0;
+            printf("%-6s %7d %6d %12.0f %7.1f%% %7.1f%% %7.1f%% %9.1f %9.1f %-12s\n", models[mi], nt, batch,
+                   n * batch / best, 100 * gemm / tp, 100 * conv / tp, 100 * (tp - gemm - conv) / tp, gf, cf, isa);
             fflush(stdout);
             mf_loader_destroy(b.loader);
             mf_optim_destroy(b.optim);

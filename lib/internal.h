@@ -139,6 +139,10 @@ mf_tensor *mfi_bf16_copy(mf_tensor *x);
 /* ------------------------------------------------------------- profiling */
 extern bool mfi_prof_on;
 void mfi_prof_add(mf_prof_class c, double seconds);
+/* Floating-point operations of one GEMM (2·m·n·k per matrix) and one
+ * convolution pass (2 per multiply-add), counted when profiling. */
+void mfi_prof_gemm_flops(const mfi_gemm *g);
+void mfi_prof_conv_flops(const mfi_conv2d *p);
 
 /* Calls a kernel: fails if the backend lacks it, times it if profiling. */
 #define MFI_KERNEL(st, cls, be, kern, ...)                                               \

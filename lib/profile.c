@@ -9,6 +9,7 @@
 bool mfi_prof_on;
 static double prof_seconds[MF_PROF_COUNT];
 static int64_t prof_calls[MF_PROF_COUNT];
+static double prof_flops[MF_PROF_COUNT];
 
 static const char *const class_names[MF_PROF_COUNT] = {
     "gemm", "conv", "elementwise", "reduce", "norm", "pool", "optim", "data", "attention", "other"};
@@ -19,6 +20,20 @@ void mfi_prof_add(mf_prof_class c, double seconds)
     prof_calls[c]++;
 }
 
+void mfi_prof_gemm_flops(const mfi_gemm *g)
+{
+    if (mfi_prof_on) prof_flops[MF_PROF_GEMM] += 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
+}
+
+void mfi_prof_conv_flops(const mfi_conv2d *p)
+{
+    if (mfi_prof_on)
+        prof_flops[MF_PROF_CONV] += 2.0 * (double)p->n * (double)p->oc * (double)(p->oh * p->ow) *
+                                    (double)(p->c / p->groups) * p->kh * p->kw;
+}
+
+double mf_profile_flops(mf_prof_class c) { return (unsigned)c < MF_PROF_COUNT ? prof_flops[c] : 0.0; }
+
 void mf_profile_enable(bool on) { mfi_prof_on = on; }
 bool mf_profile_enabled(void) { return mfi_prof_on; }
 
@@ -26,6 +41,7 @@ void mf_profile_reset(void)
 {
     memset(prof_seconds, 0, sizeof prof_seconds);
     memset(prof_calls, 0, sizeof prof_calls);
+    memset(prof_flops, 0, sizeof prof_flops);
 }
 
 double mf_profile_seconds(mf_prof_class c, int64_t *calls)

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <time.h>
 #include "lib/internal.h"
-#include "backends/cpu/cpu_engine.h"
 #include "collectives/coll.h"
 #include "collectives/comm.h"
 
@@ -89,7 +88,7 @@ mf_status mf_finalize(void)
     mfi_request_shutdown();   /* the progress thread, before the communicators go */
     mfi_trace_shutdown();
     mfi_device_shutdown();
-    mfi_dnnl_shutdown();   /* cached oneDNN primitives */
+    mfi_cpu_backend.shutdown();   /* cached oneDNN primitives */
     mfi_alloc_shutdown();
     mfi_global_teardown();
     mfi_comm_world_teardown();

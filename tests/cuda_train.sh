@@ -75,9 +75,12 @@ tail -20 "$TMPDIR_TEST/mlp.cpu.loss" >"$TMPDIR_TEST/tail20.loss"
 same ck.b tail20 1e-4
 
 # bf16 autocast on the GPU (tensor cores) follows fp32 within bf16's precision
-run lenet.bf16 1 --model lenet --steps 40 --device cuda --precision bf16
-same lenet.bf16 lenet.cuda 2e-2
-cmp -s "$TMPDIR_TEST/lenet.bf16.loss" "$TMPDIR_TEST/lenet.cuda.loss" && fail "bf16 gave the fp32 losses exactly"
+# (plain SGD: Adam's normalised steps magnify bf16's differences once the
+# loss nears 0)
+run lenet.sgd 1 --model lenet --steps 40 --device cuda --optimizer sgd --lr 0.02
+run lenet.bf16 1 --model lenet --steps 40 --device cuda --optimizer sgd --lr 0.02 --precision bf16
+same lenet.bf16 lenet.sgd 2e-2
+cmp -s "$TMPDIR_TEST/lenet.bf16.loss" "$TMPDIR_TEST/lenet.sgd.loss" && fail "bf16 gave the fp32 losses exactly"
 
 # ZeRO-1 keeps its shards on the host: refused on the GPU, on every rank
 run_train 2 $common --steps 1 --device cuda --zero 1 >/dev/null

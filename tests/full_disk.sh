@@ -74,7 +74,14 @@ timeout 120 "$MPIEXEC" -n 2 "$TRAIN" --progress lines $c --steps 100000 --save-e
 job=$!
 i=0
 while ! grep -q "^checkpoint " "$T/out" && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-mount -o remount,ro "$D" || fail "cannot remount $D read-only"
+# a save in progress holds a file open for writing, and the kernel
+# refuses (busy) to turn the mount read-only under it: try again
+i=0
+until mount -o remount,ro "$D" 2>"$T/mount.err"; do
+    i=$((i + 1))
+    [ $i -lt 200 ] || { cat "$T/mount.err"; fail "cannot remount $D read-only"; }
+    sleep 0.02
+done
 start=$(date +%s)
 wait "$job"
 rc=$?
@@ -86,7 +93,14 @@ took=$(($(date +%s) - start))
 echo "ok: a file system turned read-only mid-run: $(grep -m1 'Read-only' "$T/out" | sed 's/.*mf_ckpt_save: //')"
 
 # a read-only file system: refused before training, on every rank
-mount -o remount,ro "$D" || fail "cannot remount $D read-only"
+# a save in progress holds a file open for writing, and the kernel
+# refuses (busy) to turn the mount read-only under it: try again
+i=0
+until mount -o remount,ro "$D" 2>"$T/mount.err"; do
+    i=$((i + 1))
+    [ $i -lt 200 ] || { cat "$T/mount.err"; fail "cannot remount $D read-only"; }
+    sleep 0.02
+done
 # shellcheck disable=SC2086
 timeout 60 "$MPIEXEC" -n 2 "$TRAIN" $c --steps 3 --checkpoint "$D/run.h5" >"$T/out" 2>&1
 rc=$?

@@ -38,6 +38,7 @@ function group_of(p) {
     if (p ~ /\/hdf5/ || p ~ /\/H5[A-Za-z]*\.h$/) return "hdf5"
     if (p ~ /\/hwloc/) return "hwloc"
     if (p ~ /openblas|\/cblas|\/blis\/|lapack/) return "blas"
+    if (p ~ /\/dnnl[^\/]*\.h(pp)?$/) return "onednn"
     if (p ~ /\/Random123\//) return "random123"
     if (p ~ /\/omp(-tools)?\.h$/) return "openmp"
     if (p ~ /\/z(lib|conf)\.h$/) return "zlib"

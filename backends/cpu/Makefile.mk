@@ -9,6 +9,8 @@ backends_cpu_libmf_cpu_la_SOURCES = \
 	backends/cpu/cpu_attention.c backends/cpu/cpu_engine.c
 if HAVE_ONEDNN
 backends_cpu_libmf_cpu_la_SOURCES += backends/cpu/cpu_onednn.c
+else
+backends_cpu_libmf_cpu_la_SOURCES += backends/cpu/cpu_onednn_none.c
 endif
 libmpiflow_la_LIBADD += backends/cpu/libmf_cpu.la
 noinst_HEADERS += backends/cpu/cpu_iter.h backends/cpu/cpu_kernels.h backends/cpu/cpu_engine.h backends/cpu/cpu_conv_tmpl.h \

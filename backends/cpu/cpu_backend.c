@@ -1,10 +1,11 @@
 /*
- * backends/cpu/cpu_backend.c - the CPU backend table: OpenBLAS for GEMM,
- * OpenMP loops for everything else. Storage comes from the core's
+ * backends/cpu/cpu_backend.c - the CPU backend table: oneDNN or OpenBLAS
+ * for GEMM and convolution (cpu_engine.c), OpenMP loops for everything else. Storage comes from the core's
  * caching allocator (base/alloc.c).
  */
 #include <cblas.h>
 #include <stdlib.h>
+#include "backends/cpu/cpu_engine.h"
 #include "backends/cpu/cpu_kernels.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -22,6 +23,7 @@ const mfi_backend mfi_cpu_backend = {
     .name = "cpu",
     .device = MF_DEV_CPU,
     .set_threads = cpu_set_threads,
+    .shutdown = mfi_dnnl_shutdown,
 #define MFI_CPU_SLOT(name, args) .name = mfi_cpu_##name,
     MFI_KERNELS(MFI_CPU_SLOT)
 #undef MFI_CPU_SLOT

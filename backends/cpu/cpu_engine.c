@@ -3,29 +3,19 @@
  * for matrix products and convolutions (doc/cpu.md). Everything else the
  * CPU backend runs is mpiflow's own OpenMP loops, whichever is chosen.
  */
-#include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backends/cpu/cpu_engine.h"
 #include "base/error.h"
 
-#ifdef MF_HAVE_ONEDNN
-static mf_cpu_engine engine = MF_CPU_ONEDNN;
-#else
-static mf_cpu_engine engine = MF_CPU_OPENBLAS;
-#endif
+/* oneDNN where it is built in (cpu_onednn.c or cpu_onednn_none.c) */
+static mf_cpu_engine engine;
+static bool chosen;
 
-mf_cpu_engine mfi_cpu_engine(void) { return engine; }
+mf_cpu_engine mfi_cpu_engine(void) { return chosen ? engine : mfi_dnnl_built ? MF_CPU_ONEDNN : MF_CPU_OPENBLAS; }
 
-bool mf_cpu_engine_available(mf_cpu_engine e)
-{
-#ifdef MF_HAVE_ONEDNN
-    return e == MF_CPU_OPENBLAS || e == MF_CPU_ONEDNN;
-#else
-    return e == MF_CPU_OPENBLAS;
-#endif
-}
+bool mf_cpu_engine_available(mf_cpu_engine e) { return e == MF_CPU_OPENBLAS || (e == MF_CPU_ONEDNN && mfi_dnnl_built); }
 
 const char *mf_cpu_engine_name(mf_cpu_engine e)
 {
@@ -39,10 +29,11 @@ mf_status mf_cpu_engine_set(mf_cpu_engine e)
         MF_FAIL(MF_ERR_ARG, "the %s CPU engine is not in this build: install libdnnl-dev and configure again "
                             "(configure --with-onednn)", mf_cpu_engine_name(e));
     engine = e;
+    chosen = true;
     return MF_OK;
 }
 
-mf_cpu_engine mf_cpu_engine_get(void) { return engine; }
+mf_cpu_engine mf_cpu_engine_get(void) { return mfi_cpu_engine(); }
 
 mf_status mfi_cpu_engine_from_env(void)
 {
@@ -58,11 +49,11 @@ mf_status mfi_cpu_engine_from_env(void)
     MF_FAIL(MF_ERR_ARG, "MF_CPU_ENGINE='%s': expected openblas or onednn", s);
 }
 
-bool mf_cpu_bf16_native(void) { return engine == MF_CPU_ONEDNN && mfi_dnnl_bf16_native(); }
+bool mf_cpu_bf16_native(void) { return mfi_cpu_engine() == MF_CPU_ONEDNN && mfi_dnnl_bf16_native(); }
 
 const char *mf_cpu_engine_describe(char *buf, size_t size)
 {
-    if (engine == MF_CPU_ONEDNN) {
+    if (mfi_cpu_engine() == MF_CPU_ONEDNN) {
         char impls[160];
         mfi_dnnl_impls(impls, sizeof impls);
         snprintf(buf, size, "gemm/linear/matmul and conv2d: onednn, isa %s (%s); bf16 %s; pooling, norms, attention: "
@@ -75,26 +66,3 @@ const char *mf_cpu_engine_describe(char *buf, size_t size)
     }
     return buf;
 }
-
-#ifndef MF_HAVE_ONEDNN
-mf_status mfi_dnnl_gemm(const mfi_gemm *g) { (void)g; return MFI_DNNL_DECLINED; }
-mf_status mfi_dnnl_conv_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias)
-{
-    (void)p, (void)out, (void)x, (void)w, (void)bias;
-    return MFI_DNNL_DECLINED;
-}
-mf_status mfi_dnnl_conv_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w)
-{
-    (void)p, (void)gx, (void)gy, (void)w;
-    return MFI_DNNL_DECLINED;
-}
-mf_status mfi_dnnl_conv_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x)
-{
-    (void)p, (void)gw, (void)gy, (void)x;
-    return MFI_DNNL_DECLINED;
-}
-const char *mfi_dnnl_isa(void) { return NULL; }
-bool mfi_dnnl_bf16_native(void) { return false; }
-void mfi_dnnl_impls(char *buf, size_t size) { snprintf(buf, size, "-"); }
-void mfi_dnnl_shutdown(void) {}
-#endif

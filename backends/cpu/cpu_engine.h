@@ -13,8 +13,8 @@
 /* The engine in use now (mf_cpu_engine_set, MF_CPU_ENGINE). */
 mf_cpu_engine mfi_cpu_engine(void);
 
-/* Reads MF_CPU_ENGINE (openblas|onednn; unset: oneDNN when built). */
-mf_status mfi_cpu_engine_from_env(void);
+/* Whether this build has oneDNN (cpu_onednn.c; cpu_onednn_none.c). */
+extern const bool mfi_dnnl_built;
 
 /* oneDNN kernels (cpu_onednn.c). Each returns MF_OK when it ran the
  * work, MFI_DNNL_DECLINED (no error set) when oneDNN has no

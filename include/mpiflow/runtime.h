@@ -97,6 +97,10 @@ MF_API bool mf_profile_enabled(void);
 MF_API void mf_profile_reset(void);
 /* Seconds accumulated in one class and the number of kernel calls. */
 MF_API double mf_profile_seconds(mf_prof_class c, int64_t *calls);
+/* Floating-point operations done in a class: GEMMs and convolutions
+ * count 2 per multiply-add (0 for the other classes). With
+ * mf_profile_seconds, the rate a kernel class ran at inside training. */
+MF_API double mf_profile_flops(mf_prof_class c);
 MF_API const char *mf_profile_class_name(mf_prof_class c);
 
 /* Memory held by the caching allocator, in bytes. */
