@@ -173,6 +173,11 @@ typedef struct mfi_backend {
     mf_device_type device;
 
     void (*set_threads)(int n);
+    /* Its gemm and conv2d kernels round f32 operands to bfloat16 values
+     * themselves when .bf16 is set (packing them as bfloat16 where the
+     * hardware multiplies those), so the ops pass them unrounded; false:
+     * the ops make rounded copies first. */
+    bool bf16_in_kernel;
 
     /* ---- the device and its memory. A host backend leaves these NULL:
      * its memory is the host's (base/alloc.c) and its kernels finish

@@ -135,6 +135,10 @@ int mfi_autocast_push(bool bf16);
 void mfi_autocast_pop(int prev);
 /* x rounded to bfloat16 values (contiguous, x's dtype and device); never recorded. */
 mf_tensor *mfi_bf16_copy(mf_tensor *x);
+/* An operand of a GEMM or convolution under autocast: x itself (made
+ * contiguous if asked) where the backend rounds operands in its kernels
+ * (mfi_backend.bf16_in_kernel), its rounded copy elsewhere. */
+mf_tensor *mfi_bf16_operand(mf_tensor *x, bool contiguous);
 
 /* ------------------------------------------------------------- profiling */
 extern bool mfi_prof_on;

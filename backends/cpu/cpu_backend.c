@@ -24,6 +24,7 @@ const mfi_backend mfi_cpu_backend = {
     .device = MF_DEV_CPU,
     .set_threads = cpu_set_threads,
     .shutdown = mfi_dnnl_shutdown,
+    .bf16_in_kernel = true,
 #define MFI_CPU_SLOT(name, args) .name = mfi_cpu_##name,
     MFI_KERNELS(MFI_CPU_SLOT)
 #undef MFI_CPU_SLOT

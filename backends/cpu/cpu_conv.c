@@ -75,9 +75,42 @@ static conv_dims conv_dims_of(const mfi_conv2d *p)
         }                                                      \
     } while (0)
 
+/* bf16 without native bfloat16 products: the operands' elements (sizes
+ * n0 and n1) rounded to bfloat16 values in copies, for the f32 kernels */
+typedef struct rounded2 {
+    float *r[2];
+    int64_t n[2];
+} rounded2;
+
+static mf_status round2(rounded2 *rr, const void *a, int64_t na, const void *b, int64_t nb)
+{
+    rr->n[0] = na;
+    rr->n[1] = nb;
+    rr->r[0] = mfi_cpu_bf16_rounded(a, na);
+    rr->r[1] = rr->r[0] ? mfi_cpu_bf16_rounded(b, nb) : NULL;
+    return rr->r[1] ? MF_OK : mfi_error(MF_ERR_NOMEM, "conv2d: out of memory rounding bfloat16 operands");
+}
+
+static void round2_free(rounded2 *rr)
+{
+    for (int i = 0; i < 2; i++)
+        if (rr->r[i]) mfi_free(rr->r[i], (size_t)(rr->n[i] > 0 ? rr->n[i] : 1) * sizeof(float));
+}
+
+static int64_t nx(const mfi_conv2d *p) { return p->n * p->c * p->h * p->w; }
+static int64_t nw(const mfi_conv2d *p) { return p->oc * (p->c / p->groups) * p->kh * p->kw; }
+static int64_t ny(const mfi_conv2d *p) { return p->n * p->oc * p->oh * p->ow; }
+
 mf_status mfi_cpu_conv2d_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias)
 {
     DNNL_FIRST(mfi_dnnl_conv_fwd(p, out, x, w, bias));
+    if (x->dtype == MF_F32 && p->bf16) {
+        rounded2 rr = {0};
+        mf_status st = round2(&rr, x->data, nx(p), w->data, nw(p));
+        if (st == MF_OK) st = conv_fwd_f32(p, out->data, rr.r[0], rr.r[1], bias ? bias->data : NULL);
+        round2_free(&rr);
+        return st;
+    }
     if (x->dtype == MF_F32)
         return conv_fwd_f32(p, out->data, x->data, w->data, bias ? bias->data : NULL);
     if (x->dtype == MF_F64)
@@ -88,6 +121,13 @@ mf_status mfi_cpu_conv2d_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv
 mf_status mfi_cpu_conv2d_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w)
 {
     DNNL_FIRST(mfi_dnnl_conv_bwd_data(p, gx, gy, w));
+    if (gx->dtype == MF_F32 && p->bf16) {
+        rounded2 rr = {0};
+        mf_status st = round2(&rr, gy->data, ny(p), w->data, nw(p));
+        if (st == MF_OK) st = conv_bwd_data_f32(p, gx->data, rr.r[0], rr.r[1]);
+        round2_free(&rr);
+        return st;
+    }
     if (gx->dtype == MF_F32) return conv_bwd_data_f32(p, gx->data, gy->data, w->data);
     if (gx->dtype == MF_F64) return conv_bwd_data_f64(p, gx->data, gy->data, w->data);
     MF_FAIL(MF_ERR_DTYPE, "conv2d backward: not a float dtype");
@@ -96,6 +136,13 @@ mf_status mfi_cpu_conv2d_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, m
 mf_status mfi_cpu_conv2d_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x)
 {
     DNNL_FIRST(mfi_dnnl_conv_bwd_filter(p, gw, gy, x));
+    if (gw->dtype == MF_F32 && p->bf16) {
+        rounded2 rr = {0};
+        mf_status st = round2(&rr, gy->data, ny(p), x->data, nx(p));
+        if (st == MF_OK) st = conv_bwd_filter_f32(p, gw->data, rr.r[0], rr.r[1]);
+        round2_free(&rr);
+        return st;
+    }
     if (gw->dtype == MF_F32) return conv_bwd_filter_f32(p, gw->data, gy->data, x->data);
     if (gw->dtype == MF_F64) return conv_bwd_filter_f64(p, gw->data, gy->data, x->data);
     MF_FAIL(MF_ERR_DTYPE, "conv2d backward: not a float dtype");

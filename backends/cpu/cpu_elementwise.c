@@ -8,6 +8,7 @@
 #include <tgmath.h>
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "base/alloc.h"
 
 #define SQRT1_2 0.70710678118654752440
 
@@ -21,6 +22,16 @@ static inline float round_bf16(float f)
     memcpy(&f, &u, 4);
     return f;
 }
+
+float *mfi_cpu_bf16_rounded(const float *x, int64_t n)
+{
+    float *r = mfi_alloc((size_t)(n > 0 ? n : 1) * sizeof *r);
+    if (!r) return NULL;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) r[i] = round_bf16(x[i]);
+    return r;
+}
+
 #define INV_SQRT_2PI 0.39894228040143267794
 #define SQRT_2_OVER_PI 0.79788456080286535588
 #define GELU_C 0.044715

@@ -8,6 +8,37 @@
 #include <cblas.h>
 #include "backends/cpu/cpu_engine.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "base/alloc.h"
+
+/* Elements of a batch of stored rows x cols matrices (leading dimension
+ * ld, one every stride apart, or one for all when stride is 0). */
+static int64_t span(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int64_t batch)
+{
+    if (rows == 0 || cols == 0) return 0;
+    return (stride ? (batch - 1) * stride : 0) + (rows - 1) * ld + cols;
+}
+
+/* bf16 without native bfloat16 products: the same GEMM in f32 on copies
+ * of A and B rounded to bfloat16 values. */
+static mf_status gemm_rounded(const mfi_gemm *g)
+{
+    int64_t na = span(g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k, g->lda, g->stride_a, g->batch);
+    int64_t nb = span(g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, g->ldb, g->stride_b, g->batch);
+    float *a = mfi_cpu_bf16_rounded(g->a, na), *b = a ? mfi_cpu_bf16_rounded(g->b, nb) : NULL;
+    mf_status st;
+    if (!a || !b) {
+        st = mfi_error(MF_ERR_NOMEM, "gemm: out of memory rounding bfloat16 operands");
+    } else {
+        mfi_gemm r = *g;
+        r.a = a;
+        r.b = b;
+        r.bf16 = false;
+        st = mfi_cpu_gemm(&r);
+    }
+    if (a) mfi_free(a, (size_t)(na > 0 ? na : 1) * sizeof(float));
+    if (b) mfi_free(b, (size_t)(nb > 0 ? nb : 1) * sizeof(float));
+    return st;
+}
 
 mf_status mfi_cpu_gemm(const mfi_gemm *g)
 {
@@ -16,6 +47,7 @@ mf_status mfi_cpu_gemm(const mfi_gemm *g)
         mf_status st = mfi_dnnl_gemm(g);
         if (st != MFI_DNNL_DECLINED) return st;
     }
+    if (g->bf16 && g->dtype == MF_F32) return gemm_rounded(g);
     CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
     CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
     if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)

@@ -20,4 +20,9 @@ static inline int64_t cpu_numel(mfi_cv *v)
     return n;
 }
 
+/* A copy of x[0..n) rounded to bfloat16 values (ties to even) as floats,
+ * from the host allocator (mfi_free with n floats); NULL when out of
+ * memory. For the bf16 operands of the OpenBLAS path. */
+float *mfi_cpu_bf16_rounded(const float *x, int64_t n);
+
 #endif

@@ -2,10 +2,12 @@
  * backends/cpu/cpu_onednn.c - matrix products and convolutions on oneDNN
  * (doc/cpu.md).
  *
- * f32 GEMMs are dnnl_sgemm, row-major like ours. Under bf16 autocast
- * (operands already rounded to bfloat16 values) a GEMM is a matmul
- * primitive with bfloat16 operands and f32 accumulation; the operands are
- * packed as bfloat16 first (their low 16 bits are zero, so that is exact).
+ * f32 GEMMs are dnnl_sgemm, row-major like ours. Under bf16 autocast a
+ * GEMM is a matmul primitive with bfloat16 operands and f32 accumulation;
+ * the f32 operands are converted to bfloat16 (ties to even, as the ops'
+ * rounding) while they are packed, so no rounded f32 copy is made. Without
+ * native bfloat16 products the bf16 cases are declined and the OpenBLAS
+ * path rounds and multiplies in f32.
  * Convolutions are primitives on mpiflow's NCHW/OIHW tensors: oneDNN
  * chooses its own layout ("any") and reorders in and out when that is
  * faster than running on the plain one.
@@ -18,6 +20,7 @@
  */
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
+#include <immintrin.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -208,19 +211,57 @@ out:
 
 /* ---------------------------------------------------------------- GEMM */
 
+/* f to bfloat16, ties to even; a NaN stays a (quiet) NaN */
+static inline uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* The same on 16 floats at a time (only called where the CPU has
+ * AVX-512, which native bfloat16 implies). */
+__attribute__((target("avx512f"))) static void bf16_row_avx512(uint16_t *d, const float *s, int64_t n)
+{
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i quiet = _mm512_set1_epi32(0x40);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512i u = _mm512_loadu_si512(s + j), hi = _mm512_srli_epi32(u, 16);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(hi, one)), 16);
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+        r = _mm512_mask_or_epi32(r, nan, hi, quiet);
+        _mm256_storeu_si256((__m256i *)(d + j), _mm512_cvtepi32_epi16(r));
+    }
+    for (; j < n; j++) d[j] = bf16_of(s[j]);
+}
+
+/* rows of n floats (leading dimension ld) to contiguous bfloat16 rows,
+ * spread over the threads when there is enough of it */
+static void bf16_rows(uint16_t *d, const float *s, int64_t ld, int64_t rows, int64_t n)
+{
+    if (rows == 1 && n > 65536) {   /* one long row: in chunks */
+        int64_t chunks = (n + 16383) / 16384;
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < chunks; c++) {
+            int64_t j0 = c * 16384, len = n - j0 < 16384 ? n - j0 : 16384;
+            bf16_row_avx512(d + j0, s + j0, len);
+        }
+        return;
+    }
+#pragma omp parallel for schedule(static) if (rows * n > 65536)
+    for (int64_t i = 0; i < rows; i++) bf16_row_avx512(d + i * n, s + i * ld, n);
+}
+
 /* op(X) [rows, cols] of a row-major X with leading dimension ld, packed
- * as contiguous bfloat16 (the top half of each float: exact for values
- * that autocast already rounded). */
+ * as contiguous bfloat16 in X's stored orientation (for a transposed op,
+ * X's cols rows of length rows: a transposed view of it). */
 static void pack_bf16(uint16_t *dst, const float *x, int64_t ld, bool trans, int64_t rows, int64_t cols)
 {
-    const uint32_t *u = (const uint32_t *)x;
-    if (!trans) {
-        for (int64_t i = 0; i < rows; i++)
-            for (int64_t j = 0; j < cols; j++) dst[i * cols + j] = (uint16_t)(u[i * ld + j] >> 16);
-    } else {   /* op(X)[i, j] = X[j, i]: keep X's layout, a transposed view of it */
-        for (int64_t j = 0; j < cols; j++)
-            for (int64_t i = 0; i < rows; i++) dst[j * rows + i] = (uint16_t)(u[j * ld + i] >> 16);
-    }
+    if (!trans) bf16_rows(dst, x, ld, rows, cols);
+    else bf16_rows(dst, x, ld, cols, rows);
 }
 
 static mf_status matmul_bf16(const mfi_gemm *g)
@@ -304,7 +345,7 @@ out:
 mf_status mfi_dnnl_gemm(const mfi_gemm *g)
 {
     if (g->dtype != MF_F32) return MFI_DNNL_DECLINED;
-    if (g->bf16 && mfi_dnnl_bf16_native()) return matmul_bf16(g);
+    if (g->bf16) return mfi_dnnl_bf16_native() ? matmul_bf16(g) : MFI_DNNL_DECLINED;
     char ta = g->trans_a ? 'T' : 'N', tb = g->trans_b ? 'T' : 'N';
     for (int64_t i = 0; i < g->batch; i++) {
         dnnl_status_t s = dnnl_sgemm(ta, tb, g->m, g->n, g->k, (float)g->alpha, (const float *)g->a + i * g->stride_a,
@@ -391,7 +432,7 @@ static mf_status conv_prim(const mfi_conv2d *p, int kind, prim **ep)
     prim_key key;
     memset(&key, 0, sizeof key);
     key.kind = kind;
-    key.bf16 = p->bf16 && mfi_dnnl_bf16_native();
+    key.bf16 = p->bf16;   /* conv_run declined it without native bfloat16 */
     int64_t v[] = {p->n, p->c, p->h, p->w, p->oc, p->oh, p->ow, p->kh, p->kw, p->stride[0], p->stride[1],
                    p->padding[0], p->padding[1], p->dilation[0], p->dilation[1], p->groups};
     memcpy(key.v, v, sizeof v);
@@ -458,7 +499,7 @@ static mf_status conv_prim(const mfi_conv2d *p, int kind, prim **ep)
  * bfloat16 operands are packed first). */
 static mf_status conv_run(const mfi_conv2d *p, int kind, void *s0, const void *w, const void *b, void *d)
 {
-    if (!p->n || !p->oc || !p->c) return MFI_DNNL_DECLINED;
+    if (!p->n || !p->oc || !p->c || (p->bf16 && !mfi_dnnl_bf16_native())) return MFI_DNNL_DECLINED;
     pthread_mutex_lock(&lock);
     prim *e = NULL;
     mf_status st = conv_prim(p, kind, &e);

@@ -47,6 +47,12 @@ int mfi_autocast_push(bool bf16)
 
 void mfi_autocast_pop(int prev) { cur = (mf_precision)prev; }
 
+mf_tensor *mfi_bf16_operand(mf_tensor *x, bool contiguous)
+{
+    if (!mfi_backend_of(x)->bf16_in_kernel) return mfi_bf16_copy(x);
+    return contiguous ? mfi_contiguous_raw(x) : mf_tensor_retain(x);
+}
+
 mf_tensor *mfi_bf16_copy(mf_tensor *x)
 {
     mf_tensor *r = mfi_tensor_new_on(mf_tensor_device(x), x->dtype, x->ndim, x->shape);

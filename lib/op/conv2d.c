@@ -90,8 +90,8 @@ static mf_status conv_forward(mfi_call *c, mf_tensor **out)
 {
     const conv_attrs *a = c->attrs;
     /* under autocast, the operands' bfloat16 values (contiguous copies) */
-    mf_tensor *x = a->bf16 ? mfi_bf16_copy(c->in[0]) : mfi_contiguous_raw(c->in[0]);
-    mf_tensor *w = a->bf16 ? mfi_bf16_copy(c->in[1]) : mfi_contiguous_raw(c->in[1]);
+    mf_tensor *x = a->bf16 ? mfi_bf16_operand(c->in[0], true) : mfi_contiguous_raw(c->in[0]);
+    mf_tensor *w = a->bf16 ? mfi_bf16_operand(c->in[1], true) : mfi_contiguous_raw(c->in[1]);
     mf_tensor *b = !c->in[2] ? NULL : a->bf16 ? mfi_bf16_copy(c->in[2]) : mfi_contiguous_raw(c->in[2]);
     mf_status st = MF_OK;
     if (!x || !w || (c->in[2] && !b)) MF_TRY_OUT(mf_last_status());
@@ -138,8 +138,8 @@ static mf_status cgw_infer(mfi_call *c, mfi_meta *out)
 static mf_status cg_forward(mfi_call *c, mf_tensor **out, bool weight)
 {
     const conv_attrs *a = c->attrs;
-    mf_tensor *gy = a->bf16 ? mfi_bf16_copy(c->in[0]) : mfi_contiguous_raw(c->in[0]);
-    mf_tensor *o1 = a->bf16 ? mfi_bf16_copy(c->in[1]) : mf_tensor_retain(c->in[1]);
+    mf_tensor *gy = a->bf16 ? mfi_bf16_operand(c->in[0], true) : mfi_contiguous_raw(c->in[0]);
+    mf_tensor *o1 = a->bf16 ? mfi_bf16_operand(c->in[1], true) : mf_tensor_retain(c->in[1]);
     if (!gy || !o1) {
         mf_tensor_destroy(gy);
         mf_tensor_destroy(o1);

@@ -120,8 +120,8 @@ static mf_status mm_forward(mfi_call *c, mf_tensor **out)
     gemm_arg A = {0}, B = {0};
     mf_status st = MF_OK;
     /* autocast: the operands' bfloat16 values */
-    mf_tensor *ra = a->bf16 ? mfi_bf16_copy(c->in[0]) : mf_tensor_retain(c->in[0]);
-    mf_tensor *rb = a->bf16 ? mfi_bf16_copy(c->in[1]) : mf_tensor_retain(c->in[1]);
+    mf_tensor *ra = a->bf16 ? mfi_bf16_operand(c->in[0], false) : mf_tensor_retain(c->in[0]);
+    mf_tensor *rb = a->bf16 ? mfi_bf16_operand(c->in[1], false) : mf_tensor_retain(c->in[1]);
     if (!ra || !rb) MF_TRY_OUT(mf_last_status());
     MF_TRY_OUT(gemm_prepare(ra, a->ta, &A));
     MF_TRY_OUT(gemm_prepare(rb, a->tb, &B));
@@ -296,8 +296,8 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
     mf_status st = MF_OK;
     mf_tensor *br = NULL, *wf = flat_weight(w, false), *bf = b ? flat_weight(b, true) : NULL;
     /* x as [rows, in]: contiguous (under autocast, its bfloat16 values) */
-    mf_tensor *xc = la->bf16 ? mfi_bf16_copy(x) : mfi_contiguous_raw(x);
-    mf_tensor *wr = !wf ? NULL : la->bf16 ? mfi_bf16_copy(wf) : mf_tensor_retain(wf);
+    mf_tensor *xc = la->bf16 ? mfi_bf16_operand(x, true) : mfi_contiguous_raw(x);
+    mf_tensor *wr = !wf ? NULL : la->bf16 ? mfi_bf16_operand(wf, false) : mf_tensor_retain(wf);
     if (!xc || !wr || (b && !bf)) MF_TRY_OUT(mf_last_status());
     b = bf;
     MF_TRY_OUT(gemm_prepare(wr, true, &W));
