@@ -1,7 +1,8 @@
 # bench/: benchmark programs that print tables (not tests). See
 # doc/performance.md for how to run them and the recorded results.
 noinst_PROGRAMS += bench/bench_peak bench/bench_train bench/bench_conv bench/bench_boxing bench/bench_ckpt bench/bench_pipeline bench/bench_gpt bench/bench_memory
-bench_bench_gpt_SOURCES = bench/bench_gpt.c
+bench_bench_gpt_SOURCES = bench/bench_gpt.c bench/peak.c
+bench_bench_gpt_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 bench_bench_gpt_LDADD = libmpiflow.la
 bench_bench_memory_SOURCES = bench/bench_memory.c
 bench_bench_memory_LDADD = libmpiflow.la

@@ -2,13 +2,15 @@
  * bench/bench_gpt.c - GPT training throughput and memory (doc/gpt.md).
  *
  *   bench_gpt train     [--preset 10m|gpt2|char] [--batch B] [--threads 1,2]
- *                       [--steps N] [--repeat R]
+ *                       [--steps N] [--repeat R] [--bf16]
  *   bench_gpt attention [--threads N] [--heads H] [--head-dim D]
  *   bench_gpt memory    [--preset gpt2] [--batch 4]
  *
  * train: tokens/s of full AdamW steps (forward, loss, backward, step) on
  * random tokens, best of R windows, then one profiled window for the
- * time split (GEMM, attention, the rest). attention: the fused causal
+ * time split (GEMM, attention, the rest) and the GEMMs' GFLOP/s, read
+ * against the FMA peak of the CPU engine's ISA (bench/peak.h); --bf16
+ * trains under bfloat16 autocast. attention: the fused causal
  * attention against the matmul-mask-softmax-matmul composition, forward
  * plus backward time and the bytes the forward keeps for backward, T
  * from 256 to 2048. memory: the allocator's peak during one step and the
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include "bench/peak.h"
 #include "mpiflow.h"
 
 static void die(const char *what)
@@ -101,8 +104,11 @@ static int bench_train(const char *name, int B, const char *threads, int steps, 
     preset(name, &c);
     int T = c.seq_len;
     if (!steps) steps = T >= 1024 ? 2 : 5;
-    printf("%-6s %7s %5s %5s %12s %8s %8s %8s\n", "model", "threads", "batch", "T", "tokens/s", "gemm%", "attn%",
-           "other%");
+    char desc[512];
+    mf_cpu_engine_describe(desc, sizeof desc);
+    const char *isa = peak_isa_name(peak_isa_of(desc, mf_autocast_get() == MF_PRECISION_BF16));
+    printf("%-6s %7s %5s %5s %12s %8s %8s %8s %9s %-12s\n", "model", "threads", "batch", "T", "tokens/s", "gemm%",
+           "attn%", "other%", "gemm GF/s", "peak isa");
     char tl[64];
     snprintf(tl, sizeof tl, "%s", threads);
     for (char *tok = strtok(tl, ","); tok; tok = strtok(NULL, ",")) {
@@ -121,8 +127,9 @@ static int bench_train(const char *name, int B, const char *threads, int steps, 
         double tp = window(&r, steps);
         mf_profile_enable(false);
         double gemm = mf_profile_seconds(MF_PROF_GEMM, NULL), attn = mf_profile_seconds(MF_PROF_ATTENTION, NULL);
-        printf("%-6s %7d %5d %5d %12.0f %7.1f%% %7.1f%% %7.1f%%\n", name, nt, B, T, (double)steps * B * T / best,
-               100 * gemm / tp, 100 * attn / tp, 100 * (tp - gemm - attn) / tp);
+        double gf = gemm > 0 ? mf_profile_flops(MF_PROF_GEMM) / gemm / 1e9 : 0;
+        printf("%-6s %7d %5d %5d %12.0f %7.1f%% %7.1f%% %7.1f%% %9.1f %-12s\n", name, nt, B, T,
+               (double)steps * B * T / best, 100 * gemm / tp, 100 * attn / tp, 100 * (tp - gemm - attn) / tp, gf, isa);
         fflush(stdout);
         run_close(&r);
     }
@@ -223,7 +230,7 @@ static int bench_memory(const char *name, int B)
 
 static void usage(void)
 {
-    puts("usage: bench_gpt train [--preset NAME] [--batch B] [--threads LIST] [--steps N] [--repeat R]\n"
+    puts("usage: bench_gpt train [--preset NAME] [--batch B] [--threads LIST] [--steps N] [--repeat R] [--bf16]\n"
          "       bench_gpt attention [--threads N] [--heads H] [--head-dim D]\n"
          "       bench_gpt memory [--preset NAME] [--batch B]\n"
          "GPT tokens/s and time split, fused against unfused attention, and peak memory (doc/performance.md).");
@@ -233,9 +240,11 @@ int main(int argc, char **argv)
 {
     const char *name = NULL, *threads = "1,2";
     int batch = 0, steps = 0, repeat = 3, heads = 12, head_dim = 64;
+    bool bf16 = false;
     static const struct option opts[] = {{"preset", 1, 0, 'p'}, {"batch", 1, 0, 'b'}, {"threads", 1, 0, 't'},
                                          {"steps", 1, 0, 's'},  {"repeat", 1, 0, 'r'}, {"heads", 1, 0, 'H'},
-                                         {"head-dim", 1, 0, 'D'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                         {"head-dim", 1, 0, 'D'}, {"bf16", 0, 0, 'f'},  {"help", 0, 0, 'h'},
+                                         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -246,6 +255,7 @@ int main(int argc, char **argv)
         case 'r': repeat = atoi(optarg); break;
         case 'H': heads = atoi(optarg); break;
         case 'D': head_dim = atoi(optarg); break;
+        case 'f': bf16 = true; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
         }
@@ -257,6 +267,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (mf_init(&argc, &argv) != MF_OK) return 1;
+    if (bf16 && !mf_cpu_bf16_native()) {
+        fprintf(stderr, "bench_gpt: --bf16: this engine and CPU have no native bfloat16\n");
+        mf_finalize();
+        return 2;
+    }
+    if (bf16) mf_autocast_set(MF_PRECISION_BF16);
     int rc;
     if (!strcmp(mode, "attention"))
         rc = bench_attention(atoi(threads), heads, head_dim);

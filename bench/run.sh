@@ -1,8 +1,9 @@
 #!/bin/sh
 # bench/run.sh - the CPU benchmarks recorded in doc/performance.md, in one
 # run: this CPU's FMA peak per ISA (bench_peak); mlp and lenet training
-# throughput on each CPU engine (oneDNN, OpenBLAS) and in bf16 where the
-# CPU has it, against the same models in PyTorch (when python3-torch is
+# throughput, and the GPT of the 10m preset's tokens/s, on each CPU engine
+# (oneDNN, OpenBLAS) and in bf16 where the CPU has it, against the same
+# models in PyTorch (when python3-torch is
 # installed); the GFLOP/s of GEMMs and convolutions inside training as a
 # share of the peak of the ISA each engine uses; conv2d against bare
 # OpenBLAS sgemm and the peak, per engine. The programs take turns in
@@ -46,6 +47,19 @@ while [ "$i" -le "$rounds" ]; do
         done
         [ "$bf16" -eq 1 ] && $pin "$here/bench_train" --bf16 --threads "$t" | tail -n +2 | sed "s/^/onednn-bf16 /" >>"$tmp/mf"
         [ "$have_torch" -eq 1 ] && $pin /usr/bin/python3 "$here/torch_train.py" --threads "$t" | tail -n +2 | sed "s/^/pytorch /" >>"$tmp/mf"
+        # the GPT, as bench_train's columns (attention in the conv columns' place)
+        gpt="train --preset 10m --threads $t --repeat 2"
+        for e in $engines; do
+            # shellcheck disable=SC2086
+            MF_CPU_ENGINE=$e $pin "$here/bench_gpt" $gpt | tail -n +2 |
+                awk -v e="$e" '{ print e, $1, $2, $3, $5, $6, $7, $8, $9, 0, $10 }' >>"$tmp/mf"
+        done
+        # shellcheck disable=SC2086
+        [ "$bf16" -eq 1 ] && $pin "$here/bench_gpt" $gpt --bf16 | tail -n +2 |
+            awk '{ print "onednn-bf16", $1, $2, $3, $5, $6, $7, $8, $9, 0, $10 }' >>"$tmp/mf"
+        # shellcheck disable=SC2086
+        [ "$have_torch" -eq 1 ] && $pin /usr/bin/python3 "$here/torch_gpt.py" $gpt | tail -n +2 |
+            awk '{ print "pytorch", $1, $2, $3, $5 }' >>"$tmp/mf"
     done
     i=$((i + 1))
 done
@@ -59,9 +73,11 @@ awk '{ k = $1 " " $2; if ($3 > p[k]) p[k] = $3; if (!(k in seen)) { seen[k] = 1;
 awk '{ gsub(/%/, ""); k = $1 " " $2 " " $3; print "sps", k, $5
        if (NF >= 11) { print "gemm", k, $6; print "conv", k, $7; print "other", k, $8; print "ggf", k, $9; print "cgf", k, $10; isa[k] = $11 } }
      END { for (k in isa) print "isa", k, isa[k] > "/dev/stderr" }' "$tmp/mf" 2>"$tmp/isa" | awk -f "$here/stats.awk" >"$tmp/stats"
-echo "== training samples/s, batch 128, SGD, Fashion-MNIST; median [min-max] of $rounds rounds"
+echo "== training samples/s (mlp, lenet: batch 128, SGD, Fashion-MNIST) and tokens/s (10m: the GPT preset, batch 8,"
+echo "   T 256, AdamW, random tokens); median [min-max] of $rounds rounds"
 echo "   x torch: against PyTorch's median; x fp32: bf16 against fp32 on oneDNN; gemm/conv GF/s: inside training"
-echo "   (profiled window, median), with their share of the FMA peak of the engine's ISA at that thread count"
+echo "   (profiled window, median), with their share of the FMA peak of the engine's ISA at that thread count;"
+echo "   for 10m the conv% column is attention's share"
 awk '
     FILENAME ~ /peak.best$/ { if (FNR > 1) peak[$1 " " $2] = $3; next }
     FILENAME ~ /isa$/ { isa[$2 " " $3 " " $4] = $5; next }
@@ -75,9 +91,9 @@ awk '
     END {
         printf "%-6s %3s %-12s %22s %8s %8s %16s %16s %6s %6s %6s %s\n", "model", "thr", "engine", "samples/s", "x torch",
                "x fp32", "gemm GF/s", "conv GF/s", "gemm%", "conv%", "other%", "peak isa"
-        split("mlp lenet", models, " ")
+        split("mlp lenet 10m", models, " ")
         split("onednn openblas onednn-bf16 pytorch", engs, " ")
-        for (m = 1; m <= 2; m++) for (t = 1; t <= 2; t++) for (e = 1; e <= 4; e++) {
+        for (m = 1; m <= 3; m++) for (t = 1; t <= 2; t++) for (e = 1; e <= 4; e++) {
             k = engs[e] " " models[m] " " t
             if (!(k in have)) continue
             tk = "pytorch " models[m] " " t
