@@ -54,6 +54,18 @@ done
 head -c 4000000 /dev/zero >"$D/fill" 2>/dev/null
 for np in 1 2; do full "$np" "a disk with no room" MF_CKPT_SPACE_CHECK=0; done
 rm -f "$D/fill"
+# remount_ro: $D read-only. A save in progress holds a file open for
+# writing, and the kernel refuses (busy) to turn the mount read-only
+# under it, so try again for a few seconds.
+remount_ro() {
+    i=0
+    until mount -o remount,ro "$D" 2>"$T/mount.err"; do
+        i=$((i + 1))
+        [ $i -lt 200 ] || { cat "$T/mount.err"; fail "cannot remount $D read-only"; }
+        sleep 0.02
+    done
+}
+
 # a fresh disk of 200 KB, with no checkpoint on it yet
 mv "$D/run.h5" "$T/run.first"
 rm -f "$T/run.orig"
@@ -74,14 +86,7 @@ timeout 120 "$MPIEXEC" -n 2 "$TRAIN" --progress lines $c --steps 100000 --save-e
 job=$!
 i=0
 while ! grep -q "^checkpoint " "$T/out" && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-# a save in progress holds a file open for writing, and the kernel
-# refuses (busy) to turn the mount read-only under it: try again
-i=0
-until mount -o remount,ro "$D" 2>"$T/mount.err"; do
-    i=$((i + 1))
-    [ $i -lt 200 ] || { cat "$T/mount.err"; fail "cannot remount $D read-only"; }
-    sleep 0.02
-done
+remount_ro
 start=$(date +%s)
 wait "$job"
 rc=$?
@@ -93,14 +98,7 @@ took=$(($(date +%s) - start))
 echo "ok: a file system turned read-only mid-run: $(grep -m1 'Read-only' "$T/out" | sed 's/.*mf_ckpt_save: //')"
 
 # a read-only file system: refused before training, on every rank
-# a save in progress holds a file open for writing, and the kernel
-# refuses (busy) to turn the mount read-only under it: try again
-i=0
-until mount -o remount,ro "$D" 2>"$T/mount.err"; do
-    i=$((i + 1))
-    [ $i -lt 200 ] || { cat "$T/mount.err"; fail "cannot remount $D read-only"; }
-    sleep 0.02
-done
+remount_ro
 # shellcheck disable=SC2086
 timeout 60 "$MPIEXEC" -n 2 "$TRAIN" $c --steps 3 --checkpoint "$D/run.h5" >"$T/out" 2>&1
 rc=$?
