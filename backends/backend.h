@@ -56,6 +56,10 @@ typedef struct mfi_gemm {
     /* autocast: A and B hold bfloat16 values (already rounded); a backend
      * may multiply them as bfloat16 with fp32 accumulation (tensor cores) */
     bool bf16;
+    /* NULL, or A's (B's) bfloat16 image (lib/op/autocast.c): the operand
+     * converted once, contiguous in its stored orientation, used instead
+     * of converting a (b) again; a and b stay valid for a fallback */
+    const void *a16, *b16;
 } mfi_gemm;
 
 typedef struct mfi_conv2d {
@@ -64,6 +68,8 @@ typedef struct mfi_conv2d {
     int kh, kw;
     int stride[2], padding[2], dilation[2], groups;
     bool bf16;                   /* as mfi_gemm.bf16, for the convolution's GEMMs */
+    /* NULL, or bfloat16 images of x, w and gy, as mfi_gemm.a16 */
+    const void *x16, *w16, *gy16;
 } mfi_conv2d;
 
 typedef struct mfi_pool2d {
@@ -178,6 +184,11 @@ typedef struct mfi_backend {
      * hardware multiplies those), so the ops pass them unrounded; false:
      * the ops make rounded copies first. */
     bool bf16_in_kernel;
+    /* Whether the gemm and conv2d kernels multiply bfloat16 images
+     * (mfi_gemm.a16) now (NULL: never), and the conversion of n
+     * contiguous floats to one, ties to even. */
+    bool (*bf16_images)(void);
+    mf_status (*bf16_image)(void *dst, const float *src, int64_t n);
 
     /* ---- the device and its memory. A host backend leaves these NULL:
      * its memory is the host's (base/alloc.c) and its kernels finish

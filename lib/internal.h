@@ -139,6 +139,12 @@ mf_tensor *mfi_bf16_copy(mf_tensor *x);
  * contiguous if asked) where the backend rounds operands in its kernels
  * (mfi_backend.bf16_in_kernel), its rounded copy elsewhere. */
 mf_tensor *mfi_bf16_operand(mf_tensor *x, bool contiguous);
+/* Under autocast on a backend that multiplies bfloat16 images
+ * (mfi_backend.bf16_images): contiguous t converted to bfloat16, held as
+ * the bytes of a new tensor (for mfi_gemm.a16 and the like); NULL when
+ * there is none to make, and the kernels convert t themselves. The
+ * conversion is timed as class cls. */
+mf_tensor *mfi_bf16_image(mf_tensor *t, mf_prof_class cls);
 
 /* ------------------------------------------------------------- profiling */
 extern bool mfi_prof_on;

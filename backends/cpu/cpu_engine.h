@@ -22,6 +22,8 @@ extern const bool mfi_dnnl_built;
  * error otherwise. Built without oneDNN, they all decline. */
 #define MFI_DNNL_DECLINED ((mf_status) - 1)
 mf_status mfi_dnnl_gemm(const mfi_gemm *g);
+/* n contiguous floats to bfloat16, ties to even (native bfloat16 only) */
+mf_status mfi_dnnl_bf16_image(void *dst, const float *src, int64_t n);
 mf_status mfi_dnnl_conv_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias);
 mf_status mfi_dnnl_conv_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w);
 mf_status mfi_dnnl_conv_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x);

@@ -2,8 +2,10 @@
  * backends/cpu/cpu_onednn.c - matrix products and convolutions on oneDNN
  * (doc/cpu.md).
  *
- * f32 GEMMs are dnnl_sgemm, row-major like ours. Under bf16 autocast a
- * GEMM is a matmul primitive with bfloat16 operands and f32 accumulation;
+ * f32 GEMMs are dnnl_sgemm on one thread and matmul primitives on the
+ * operands' row-major strides on more (faster there: doc/performance.md).
+ * Under bf16 autocast a GEMM is a matmul primitive with bfloat16
+ * operands and f32 accumulation;
  * the f32 operands are converted to bfloat16 (ties to even, as the ops'
  * rounding) while they are packed, so no rounded f32 copy is made. Without
  * native bfloat16 products the bf16 cases are declined and the OpenBLAS
@@ -21,6 +23,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <immintrin.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,7 +81,7 @@ typedef struct prim {
 #define CACHE_SLOTS 64
 static prim cache[CACHE_SLOTS];
 static uint64_t clock_;
-static char conv_impl[48] = "", gemm_impl[48] = "";
+static char conv_impl[48] = "", gemm_impl[48] = "", gemm_impl_f32[48] = "";
 
 static void prim_clear(prim *e)
 {
@@ -264,17 +267,42 @@ static void pack_bf16(uint16_t *dst, const float *x, int64_t ld, bool trans, int
     else bf16_rows(dst, x, ld, cols, rows);
 }
 
-static mf_status matmul_bf16(const mfi_gemm *g)
+mf_status mfi_dnnl_bf16_image(void *dst, const float *src, int64_t n)
 {
+    bf16_rows(dst, src, n, 1, n);
+    return MF_OK;
+}
+
+/* An operand's image when it has the layout the primitive reads (its
+ * stored rows contiguous, batches back to back or shared), else NULL:
+ * packed here. */
+static const uint16_t *image_of(const void *img, int64_t ld, int64_t stride, bool trans, int64_t rows,
+                                int64_t cols, int64_t batch)
+{
+    int64_t len = trans ? rows : cols;
+    if (!img || ld != len || (batch > 1 && stride && stride != rows * cols)) return NULL;
+    return img;
+}
+
+/* C = alpha op(A) op(B) + beta C as a matmul primitive: f32 on the
+ * operands as they lie (their leading dimensions), or bfloat16 on their
+ * images or on copies packed here, contiguous in their stored
+ * orientation; f32 accumulation and output either way. */
+static mf_status matmul(const mfi_gemm *g)
+{
+    bool bf16 = g->bf16;
+    const uint16_t *ia = bf16 ? image_of(g->a16, g->lda, g->stride_a, g->trans_a, g->m, g->k, g->batch) : NULL;
+    const uint16_t *ib = bf16 ? image_of(g->b16, g->ldb, g->stride_b, g->trans_b, g->k, g->n, g->batch) : NULL;
+    int64_t lda = bf16 ? (g->trans_a ? g->m : g->k) : g->lda, ldb = bf16 ? (g->trans_b ? g->k : g->n) : g->ldb;
     prim_key key;
     memset(&key, 0, sizeof key);
     key.kind = K_MATMUL;
-    key.bf16 = 1;
+    key.bf16 = bf16;
     float alpha = (float)g->alpha, beta = (float)g->beta;
-    int64_t v[] = {g->m, g->n, g->k, g->trans_a, g->trans_b, g->ldc};
+    int64_t v[] = {g->m, g->n, g->k, g->trans_a, g->trans_b, g->ldc, lda, ldb};
     memcpy(key.v, v, sizeof v);
-    memcpy(&key.v[6], &alpha, sizeof alpha);
-    memcpy(&key.v[7], &beta, sizeof beta);
+    memcpy(&key.v[8], &alpha, sizeof alpha);
+    memcpy(&key.v[9], &beta, sizeof beta);
     mf_status st = MF_OK;
     pthread_mutex_lock(&lock);
     bool found;
@@ -282,14 +310,15 @@ static mf_status matmul_bf16(const mfi_gemm *g)
     MF_TRY_OUT(dnnl_start());
     e = cache_get(&key, &found);
     if (!found) {
-        /* op(A) [m, k] and op(B) [k, n] packed in their stored orientation */
+        /* op(A) [m, k] and op(B) [k, n] as strided views of their storage */
+        dnnl_data_type_t it = bf16 ? dnnl_bf16 : dnnl_f32;
         dnnl_memory_desc_t a, b, c;
         dnnl_dims_t da = {g->m, g->k}, db = {g->k, g->n}, dc = {g->m, g->n};
-        dnnl_dims_t sa = {g->trans_a ? 1 : g->k, g->trans_a ? g->m : 1};
-        dnnl_dims_t sb = {g->trans_b ? 1 : g->n, g->trans_b ? g->k : 1};
+        dnnl_dims_t sa = {g->trans_a ? 1 : lda, g->trans_a ? lda : 1};
+        dnnl_dims_t sb = {g->trans_b ? 1 : ldb, g->trans_b ? ldb : 1};
         dnnl_dims_t sc = {g->ldc, 1};
-        dnnl_memory_desc_init_by_strides(&a, 2, da, dnnl_bf16, sa);
-        dnnl_memory_desc_init_by_strides(&b, 2, db, dnnl_bf16, sb);
+        dnnl_memory_desc_init_by_strides(&a, 2, da, it, sa);
+        dnnl_memory_desc_init_by_strides(&b, 2, db, it, sb);
         dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc);
         dnnl_matmul_desc_t md;
         dnnl_primitive_attr_t attr = NULL;
@@ -316,23 +345,27 @@ static mf_status matmul_bf16(const mfi_gemm *g)
         const int arg[A_NARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, 0, DNNL_ARG_DST};
         const bool outp[A_NARGS] = {false, false, false, true};
         MF_TRY_OUT(prim_finish(e, pd, um, arg, outp));
-        snprintf(gemm_impl, sizeof gemm_impl, "%s", e->impl);
+        snprintf(bf16 ? gemm_impl : gemm_impl_f32, sizeof gemm_impl, "%s", e->impl);
     }
     if (e->declined) {
         st = MFI_DNNL_DECLINED;
         goto out;
     }
-    size_t abytes = (size_t)(g->m * g->k) * 2, bbytes = (size_t)(g->k * g->n) * 2;
-    uint16_t *pa = mfi_alloc(abytes), *pb = mfi_alloc(bbytes);
-    if (!pa || !pb) {
+    /* bfloat16 without an image: packed here, per batch */
+    size_t abytes = bf16 && !ia ? (size_t)(g->m * g->k) * 2 : 0, bbytes = bf16 && !ib ? (size_t)(g->k * g->n) * 2 : 0;
+    uint16_t *pa = abytes ? mfi_alloc(abytes) : NULL, *pb = bbytes ? mfi_alloc(bbytes) : NULL;
+    if ((abytes && !pa) || (bbytes && !pb)) {
         mfi_free(pa, abytes);
         mfi_free(pb, bbytes);
         MF_FAIL_OUT(MF_ERR_NOMEM, "gemm: out of memory packing bfloat16 operands");
     }
     for (int64_t i = 0; i < g->batch && st == MF_OK; i++) {
-        if (i == 0 || g->stride_a) pack_bf16(pa, (const float *)g->a + i * g->stride_a, g->lda, g->trans_a, g->m, g->k);
-        if (i == 0 || g->stride_b) pack_bf16(pb, (const float *)g->b + i * g->stride_b, g->ldb, g->trans_b, g->k, g->n);
-        void *ptr[A_NARGS] = {pa, pb, NULL, (float *)g->c + i * g->stride_c};
+        const void *a = (const float *)g->a + i * g->stride_a, *b = (const float *)g->b + i * g->stride_b;
+        if (ia) a = ia + i * g->stride_a;
+        if (ib) b = ib + i * g->stride_b;
+        if (pa && (i == 0 || g->stride_a)) pack_bf16(pa, a, g->lda, g->trans_a, g->m, g->k);
+        if (pb && (i == 0 || g->stride_b)) pack_bf16(pb, b, g->ldb, g->trans_b, g->k, g->n);
+        void *ptr[A_NARGS] = {pa ? pa : (void *)a, pb ? pb : (void *)b, NULL, (float *)g->c + i * g->stride_c};
         st = prim_run(e, ptr);
     }
     mfi_free(pa, abytes);
@@ -344,8 +377,9 @@ out:
 
 mf_status mfi_dnnl_gemm(const mfi_gemm *g)
 {
-    if (g->dtype != MF_F32) return MFI_DNNL_DECLINED;
-    if (g->bf16) return mfi_dnnl_bf16_native() ? matmul_bf16(g) : MFI_DNNL_DECLINED;
+    if (g->dtype != MF_F32 || (g->bf16 && !mfi_dnnl_bf16_native())) return MFI_DNNL_DECLINED;
+    if (g->bf16 || omp_get_max_threads() > 1) return matmul(g);
+    /* one thread: dnnl_sgemm, as fast or faster there (doc/performance.md) */
     char ta = g->trans_a ? 'T' : 'N', tb = g->trans_b ? 'T' : 'N';
     for (int64_t i = 0; i < g->batch; i++) {
         dnnl_status_t s = dnnl_sgemm(ta, tb, g->m, g->n, g->k, (float)g->alpha, (const float *)g->a + i * g->stride_a,
@@ -513,8 +547,13 @@ static mf_status conv_run(const mfi_conv2d *p, int kind, void *s0, const void *w
         bool in[A_NARGS] = {kind != K_CONV_BWD_DATA, kind != K_CONV_BWD_FILTER, false,
                             kind == K_CONV_BWD_DATA || kind == K_CONV_BWD_FILTER};
         int64_t n[A_NARGS] = {nx, nw, 0, ny};
+        const void *img[A_NARGS] = {p->x16, p->w16, NULL, p->gy16};
         for (int i = 0; i < A_NARGS && st == MF_OK; i++) {
             if (!in[i]) continue;
+            if (img[i]) {   /* converted once by the op */
+                ptr[i] = (void *)img[i];
+                continue;
+            }
             bytes[i] = (size_t)n[i] * 2;
             if (!(packed[i] = mfi_alloc(bytes[i]))) {
                 st = mfi_error(MF_ERR_NOMEM, "conv2d: out of memory packing bfloat16 operands");
@@ -583,5 +622,6 @@ void mfi_dnnl_impls(char *buf, size_t size)
         if (conv_prim(&p, K_CONV_FWD, &e) != MF_OK) snprintf(conv_impl, sizeof conv_impl, "none");
         pthread_mutex_unlock(&lock);
     }
-    snprintf(buf, size, "conv %s, gemm sgemm%s%s", conv_impl, gemm_impl[0] ? ", bf16 matmul " : "", gemm_impl);
+    snprintf(buf, size, "conv %s, gemm %s%s%s", conv_impl, gemm_impl_f32[0] ? gemm_impl_f32 : "sgemm",
+             gemm_impl[0] ? ", bf16 matmul " : "", gemm_impl);
 }

@@ -9,6 +9,11 @@
 const bool mfi_dnnl_built = false;
 
 mf_status mfi_dnnl_gemm(const mfi_gemm *g) { (void)g; return MFI_DNNL_DECLINED; }
+mf_status mfi_dnnl_bf16_image(void *dst, const float *src, int64_t n)
+{
+    (void)dst, (void)src, (void)n;
+    return MFI_DNNL_DECLINED;
+}
 mf_status mfi_dnnl_conv_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias)
 {
     (void)p, (void)out, (void)x, (void)w, (void)bias;

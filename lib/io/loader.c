@@ -157,6 +157,14 @@ static mf_status make_batch(mf_loader *l, int64_t epoch, int64_t cursor, bool pa
         int64_t *pym = py + row0;
         #pragma omp parallel for if (par && cnt * d >= 65536) schedule(static)
         for (int64_t i = 0; i < cnt; i++) {
+            /* the rows are random ones of a dataset far larger than the
+             * caches: fetch a few rows ahead, or each row waits on memory */
+            if (i + 4 < cnt) {
+                const uint8_t *ahead = pixels + perm[i + 4] * d;
+                for (int64_t j = 0; j < d; j += 64) __builtin_prefetch(ahead + j);
+                __builtin_prefetch(ahead + d - 1);
+                __builtin_prefetch(labels + perm[i + 4]);
+            }
             const uint8_t *src = pixels + perm[i] * d;
             float *dst = pxm + i * d;
             for (int64_t j = 0; j < d; j++) dst[j] = (float)src[j] * scale + shift;

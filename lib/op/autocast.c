@@ -8,6 +8,13 @@
  * operands convert exactly. Outputs, the other ops, parameters (the f32
  * master weights) and optimizer state stay f32. Each recorded op keeps
  * the precision of its forward for its backward GEMMs.
+ *
+ * Where the backend multiplies bfloat16 (oneDNN on AVX512_BF16 or AMX),
+ * linear and conv2d convert each operand once into an image: x and the
+ * weight at the forward, kept with the saved tensors for the backward's
+ * two GEMMs, and the incoming gradient once for both of them (half the
+ * conversions of rounding inside every GEMM; the images cost half the
+ * saved f32 operands' memory until the backward).
  */
 #include "lib/internal.h"
 
@@ -65,4 +72,21 @@ mf_tensor *mfi_bf16_copy(mf_tensor *x)
         return NULL;
     }
     return r;
+}
+
+mf_tensor *mfi_bf16_image(mf_tensor *t, mf_prof_class cls)
+{
+    const mfi_backend *be = mfi_backend_of(t);
+    if (!be->bf16_images || !be->bf16_images() || t->dtype != MF_F32 || !mf_tensor_is_contiguous(t)) return NULL;
+    int64_t n = mf_tensor_numel(t), half = (n + 1) / 2;
+    if (n == 0) return NULL;
+    mf_tensor *img = mfi_tensor_new_on(mf_tensor_device(t), MF_F32, 1, &half);
+    if (!img) return NULL;   /* the GEMM converts it instead */
+    mf_status st;
+    MFI_KERNEL(st, cls, be, bf16_image, mf_tensor_data(img), mf_tensor_data(t), n);
+    if (st != MF_OK) {
+        mf_tensor_destroy(img);
+        return NULL;
+    }
+    return img;
 }

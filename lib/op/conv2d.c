@@ -93,17 +93,35 @@ static mf_status conv_forward(mfi_call *c, mf_tensor **out)
     mf_tensor *x = a->bf16 ? mfi_bf16_operand(c->in[0], true) : mfi_contiguous_raw(c->in[0]);
     mf_tensor *w = a->bf16 ? mfi_bf16_operand(c->in[1], true) : mfi_contiguous_raw(c->in[1]);
     mf_tensor *b = !c->in[2] ? NULL : a->bf16 ? mfi_bf16_copy(c->in[2]) : mfi_contiguous_raw(c->in[2]);
+    mf_tensor *xi = NULL, *wi = NULL;
     mf_status st = MF_OK;
     if (!x || !w || (c->in[2] && !b)) MF_TRY_OUT(mf_last_status());
     mfi_view vo = mfi_view_of(*out), vx = mfi_view_of(x), vw = mfi_view_of(w), vb;
     if (b) vb = mfi_view_of(b);
-    MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(x), conv2d_fwd, &a->g, &vo, &vx, &vw, b ? &vb : NULL);
+    /* bfloat16 images of x and w, made once and kept for the gradient
+     * ops (lib/op/autocast.c), when the saved tensors are these */
+    mfi_conv2d g = a->g;
+    if (a->bf16 && x == c->in[0] && w == c->in[1]) {
+        xi = mfi_bf16_image(x, MF_PROF_CONV);
+        wi = xi ? mfi_bf16_image(w, MF_PROF_CONV) : NULL;
+        g.x16 = xi && wi ? mf_tensor_data(xi) : NULL;
+        g.w16 = xi && wi ? mf_tensor_data(wi) : NULL;
+    }
+    MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(x), conv2d_fwd, &g, &vo, &vx, &vw, b ? &vb : NULL);
     MF_TRY_OUT(st);
     mfi_prof_conv_flops(&a->g);
     /* saved as given: the gradient ops round them again under autocast */
     if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, a->bf16 ? c->in[0] : x));
     if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, a->bf16 ? c->in[1] : w));
+    /* and the images after them, in the same order (none for a weight
+     * gathered again for the backward: ZeRO-3 keeps no copy) */
+    if (wi && !(w->storage && w->storage->regather)) {
+        if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, xi));
+        if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, wi));
+    }
 out:
+    mf_tensor_destroy(xi);
+    mf_tensor_destroy(wi);
     mf_tensor_destroy(x);
     mf_tensor_destroy(w);
     mf_tensor_destroy(b);
@@ -146,11 +164,16 @@ static mf_status cg_forward(mfi_call *c, mf_tensor **out, bool weight)
         return mf_last_status();
     }
     mfi_view vo = mfi_view_of(*out), vg = mfi_view_of(gy), v1 = mfi_view_of(o1);
+    mfi_conv2d g = a->g;
+    if (c->n_in == 4) {   /* the images of gy and of x (w) */
+        g.gy16 = mf_tensor_data(c->in[2]);
+        *(weight ? &g.x16 : &g.w16) = mf_tensor_data(c->in[3]);
+    }
     mf_status st;
     if (weight)
-        MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(gy), conv2d_bwd_filter, &a->g, &vo, &vg, &v1);
+        MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(gy), conv2d_bwd_filter, &g, &vo, &vg, &v1);
     else
-        MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(gy), conv2d_bwd_data, &a->g, &vo, &vg, &v1);
+        MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(gy), conv2d_bwd_data, &g, &vo, &vg, &v1);
     if (st == MF_OK) mfi_prof_conv_flops(&a->g);
     mf_tensor_destroy(gy);
     mf_tensor_destroy(o1);
@@ -169,16 +192,27 @@ static mf_status conv_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     mf_tensor *x = c->needs_grad[1] ? mfi_saved(c, si++) : NULL;
     mf_tensor *w = c->needs_grad[0] ? mfi_saved(c, si++) : NULL;
     if ((c->needs_grad[1] && !x) || (c->needs_grad[0] && !w)) return mf_last_status();
+    /* with the forward's images, gy is converted once for both passes */
+    mf_tensor *xi = NULL, *wi = NULL, *gc = NULL, *gi = NULL;
+    if (c->n_saved == 2 * si && si > 0) {
+        xi = c->needs_grad[1] ? mfi_saved(c, si) : NULL;
+        wi = c->needs_grad[0] ? mfi_saved(c, 2 * si - 1) : NULL;
+        if ((c->needs_grad[1] && !xi) || (c->needs_grad[0] && !wi)) return mf_last_status();
+        if (!(gc = mfi_contiguous_raw(gy))) return mf_last_status();
+        gi = mfi_bf16_image(gc, MF_PROF_CONV);
+    }
+    int n = gi ? 4 : 2;
     if (c->needs_grad[0]) {
-        mf_tensor *in[2] = {gy, w};
-        gx[0] = mfi_apply(&cgi_op, 2, in, c->attrs, sizeof(conv_attrs));
-        if (!gx[0]) return mf_last_status();
+        mf_tensor *in[4] = {gi ? gc : gy, w, gi, wi};
+        gx[0] = mfi_apply(&cgi_op, n, in, c->attrs, sizeof(conv_attrs));
     }
-    if (c->needs_grad[1]) {
-        mf_tensor *in[2] = {gy, x};
-        gx[1] = mfi_apply(&cgw_op, 2, in, c->attrs, sizeof(conv_attrs));
-        if (!gx[1]) return mf_last_status();
+    if (c->needs_grad[1] && (gx[0] || !c->needs_grad[0])) {
+        mf_tensor *in[4] = {gi ? gc : gy, x, gi, xi};
+        gx[1] = mfi_apply(&cgw_op, n, in, c->attrs, sizeof(conv_attrs));
     }
+    mf_tensor_destroy(gi);
+    mf_tensor_destroy(gc);
+    if ((c->needs_grad[0] && !gx[0]) || (c->needs_grad[1] && !gx[1])) return mf_last_status();
     if (c->n_in > 2 && c->needs_grad[2]) {
         int axes[3] = {0, 2, 3};
         gx[2] = mf_sum(gy, 3, axes, false);

@@ -294,7 +294,7 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
     int64_t in = w->shape[w->ndim - 1], outf = mfi_numel(w->ndim - 1, w->shape), rows = mfi_numel(x->ndim - 1, x->shape);
     gemm_arg X = {0}, W = {0};
     mf_status st = MF_OK;
-    mf_tensor *br = NULL, *wf = flat_weight(w, false), *bf = b ? flat_weight(b, true) : NULL;
+    mf_tensor *br = NULL, *wf = flat_weight(w, false), *bf = b ? flat_weight(b, true) : NULL, *xi = NULL, *wi = NULL;
     /* x as [rows, in]: contiguous (under autocast, its bfloat16 values) */
     mf_tensor *xc = la->bf16 ? mfi_bf16_operand(x, true) : mfi_contiguous_raw(x);
     mf_tensor *wr = !wf ? NULL : la->bf16 ? mfi_bf16_operand(wf, false) : mf_tensor_retain(wf);
@@ -316,12 +316,19 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
         MFI_KERNEL(st, MF_PROF_ELEMENTWISE, be, copy, &o, &bv);
         MF_TRY_OUT(st);
     }
+    /* bfloat16 images of x and the weight, made once and kept for the
+     * backward (lib/op/autocast.c): only of the tensors it saves */
+    if (la->bf16 && xc == x && W.t->storage == w->storage && mf_tensor_is_contiguous(w)) {
+        xi = mfi_bf16_image(xc, MF_PROF_GEMM);
+        wi = xi ? mfi_bf16_image(W.t, MF_PROF_GEMM) : NULL;
+    }
     mfi_gemm g = {
         .dtype = y->dtype, .trans_a = false, .trans_b = W.trans, .m = rows, .n = outf, .k = in,
         .alpha = 1.0, .beta = b ? 1.0 : 0.0,
         .a = mf_tensor_data(xc), .lda = in > 1 ? in : 1,
         .b = W.data, .ldb = W.ld,
         .c = mf_tensor_data(y), .ldc = outf > 1 ? outf : 1, .batch = 1, .bf16 = la->bf16,
+        .a16 = xi ? mf_tensor_data(xi) : NULL, .b16 = wi ? mf_tensor_data(wi) : NULL,
     };
     if (in == 0 && !b) {
         MF_TRY_OUT(mf_fill_(y, 0.0));
@@ -332,7 +339,15 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
     }
     if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, x));
     if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, w));
+    /* the images too, in the same order, when there are both; not for a
+     * weight gathered again for the backward (ZeRO-3 keeps no copy) */
+    if (wi && !(w->storage && w->storage->regather)) {
+        if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, xi));
+        if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, wi));
+    }
 out:
+    mf_tensor_destroy(xi);
+    mf_tensor_destroy(wi);
     mf_tensor_destroy(xc);
     mf_tensor_destroy(wr);
     mf_tensor_destroy(wf);
@@ -344,6 +359,54 @@ out:
 }
 
 static mf_status lin_grads(mfi_call *c, mf_tensor *gy, mf_tensor **gx);
+
+/* One GEMM into a new [m, n] tensor on gy's device, counted like the
+ * forward's. */
+static mf_tensor *gemm_new(mf_tensor *like, mfi_gemm *g)
+{
+    mf_tensor *o = mfi_tensor_new_on(mf_tensor_device(like), MF_F32, 2, (const int64_t[]){g->m, g->n});
+    if (!o) return NULL;
+    g->c = mf_tensor_data(o);
+    g->ldc = g->n > 1 ? g->n : 1;
+    g->batch = 1;
+    mf_status st;
+    MFI_KERNEL(st, MF_PROF_GEMM, mfi_backend_of(o), gemm, g);
+    if (st != MF_OK) {
+        mf_tensor_destroy(o);
+        return NULL;
+    }
+    mfi_prof_gemm_flops(g);
+    return o;
+}
+
+/* gx = gy W and gW = gy^T x on the forward's images of x and W and one
+ * image gi of the contiguous gradient gc (the f32 operands stay for a
+ * kernel that converts them itself) */
+static mf_status lin_grads_images(mfi_call *c, mf_tensor *gc, mf_tensor *gi, mf_tensor *x, mf_tensor *xi, mf_tensor *w,
+                                  mf_tensor *wi, mf_tensor **gx)
+{
+    const mfi_meta *xm = &c->in_meta[0], *wm = &c->in_meta[1];
+    int64_t in = wm->shape[wm->ndim - 1], outf = mfi_numel(wm->ndim - 1, wm->shape), rows = gc->shape[0];
+    if (c->needs_grad[0]) {
+        mfi_gemm g = {.dtype = MF_F32, .m = rows, .n = in, .k = outf, .alpha = 1.0,
+                      .a = mf_tensor_data(gc), .lda = outf > 1 ? outf : 1, .b = mf_tensor_data(w), .ldb = in > 1 ? in : 1,
+                      .bf16 = true, .a16 = mf_tensor_data(gi), .b16 = mf_tensor_data(wi)};
+        mf_tensor *d = gemm_new(gc, &g);
+        gx[0] = d ? mf_reshape(d, xm->ndim, xm->shape) : NULL;
+        mf_tensor_destroy(d);
+        if (!gx[0]) return mf_last_status();
+    }
+    if (c->needs_grad[1]) {
+        mfi_gemm g = {.dtype = MF_F32, .trans_a = true, .m = outf, .n = in, .k = rows, .alpha = 1.0,
+                      .a = mf_tensor_data(gc), .lda = outf > 1 ? outf : 1, .b = mf_tensor_data(x), .ldb = in > 1 ? in : 1,
+                      .bf16 = true, .a16 = mf_tensor_data(gi), .b16 = mf_tensor_data(xi)};
+        mf_tensor *d = gemm_new(gc, &g);
+        gx[1] = d ? mf_reshape(d, wm->ndim, wm->shape) : NULL;
+        mf_tensor_destroy(d);
+        if (!gx[1]) return mf_last_status();
+    }
+    return MF_OK;
+}
 
 static mf_status lin_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 {
@@ -365,6 +428,19 @@ static mf_status lin_grads(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     if ((c->needs_grad[1] && !x) || (c->needs_grad[0] && !w)) return mf_last_status();
     mf_tensor *g2 = mf_reshape(gy, 2, s2), *x2 = NULL, *d = NULL, *w2 = NULL, *p = NULL;
     if (!g2) return mf_last_status();
+    if (c->n_saved == 2 * si && si > 0) {   /* the forward kept bfloat16 images */
+        mf_tensor *xi = c->needs_grad[1] ? mfi_saved(c, si) : NULL;
+        mf_tensor *wi = c->needs_grad[0] ? mfi_saved(c, 2 * si - 1) : NULL;
+        if ((c->needs_grad[1] && !xi) || (c->needs_grad[0] && !wi)) MF_TRY_OUT(mf_last_status());
+        mf_tensor *gc = mfi_contiguous_raw(g2);
+        if (!gc) MF_TRY_OUT(mf_last_status());
+        mf_tensor *gi = mfi_bf16_image(gc, MF_PROF_GEMM);
+        if (gi) st = lin_grads_images(c, gc, gi, x, xi, w, wi, gx);
+        mf_tensor_destroy(gi);
+        mf_tensor_destroy(gc);
+        MF_TRY_OUT(st);
+        if (gi) goto bias;
+    }
     if (c->needs_grad[0]) {            /* gx = gy W */
         w2 = flat_weight(w, false);
         d = w2 ? mf_matmul_t(g2, w2, false, false) : NULL;
@@ -379,6 +455,7 @@ static mf_status lin_grads(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
         gx[1] = p ? mf_reshape(p, wm->ndim, wm->shape) : NULL;
         if (!gx[1]) MF_TRY_OUT(mf_last_status());
     }
+bias:
     if (c->n_in > 2 && c->needs_grad[2]) {   /* gb = sum of gy over rows */
         int ax = 0;
         mf_tensor *r = mfi_reduce(MFI_RED_SUM, g2, 1, &ax, false);
