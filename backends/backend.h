@@ -60,6 +60,10 @@ typedef struct mfi_gemm {
      * converted once, contiguous in its stored orientation, used instead
      * of converting a (b) again; a and b stay valid for a fallback */
     const void *a16, *b16;
+    /* NULL, or n contiguous values of dtype added to every row of C (a
+     * linear layer's bias; batch 1 and beta 0). Only a backend with
+     * gemm_bias set is given one. */
+    const void *bias;
 } mfi_gemm;
 
 typedef struct mfi_conv2d {
@@ -189,6 +193,9 @@ typedef struct mfi_backend {
      * contiguous floats to one, ties to even. */
     bool (*bf16_images)(void);
     mf_status (*bf16_image)(void *dst, const float *src, int64_t n);
+    /* Its gemm adds mfi_gemm.bias itself (else the op writes the bias
+     * into C first and asks for beta 1). */
+    bool gemm_bias;
 
     /* ---- the device and its memory. A host backend leaves these NULL:
      * its memory is the host's (base/alloc.c) and its kernels finish

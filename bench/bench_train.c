@@ -4,7 +4,7 @@
  *
  *   bench_train [--model mlp|lenet|all] [--threads 1,2] [--batch 128]
  *               [--steps N] [--warmup N] [--repeat R] [--prefetch auto|on|off]
- *               [--engine onednn|openblas] [--bf16]
+ *               [--engine onednn|openblas] [--bf16] [--profile]
  *
  * Each configuration runs `warmup` steps, then `repeat` timed windows of
  * `steps` steps, and reports the best window (this machine is noisy).
@@ -12,7 +12,8 @@
  * GFLOP/s that GEMMs and convolutions ran at inside training; it is kept
  * separate because timing every kernel costs a little. The last column
  * names the ISA whose FMA peak those rates are read against
- * (bench/peak.h).
+ * (bench/peak.h). --profile adds, under each row, the microseconds per
+ * step that profiled window spent in each kernel class.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -54,12 +55,29 @@ static double window(bench *b, int steps)
     return mf_time() - t0;
 }
 
+/* --profile: microseconds and kernel calls per step in each kernel class, and
+ * the time outside them */
+static void print_classes(double seconds, int steps)
+{
+    double total = 0;
+    printf("  us/step:");
+    for (int c = 0; c < MF_PROF_COUNT; c++) {
+        int64_t calls;
+        double s = mf_profile_seconds((mf_prof_class)c, &calls);
+        total += s;
+        if (calls > 0)
+            printf(" %s %.1f (%.0f calls)", mf_profile_class_name((mf_prof_class)c), 1e6 * s / steps,
+                   (double)calls / steps);
+    }
+    printf(" outside %.1f (step %.1f)\n", 1e6 * (seconds - total) / steps, 1e6 * seconds / steps);
+}
+
 static void usage(void)
 {
     puts("usage: bench_train [--model mlp|lenet|all] [--threads LIST] [--batch B] [--steps N] [--warmup N] "
-         "[--repeat R] [--prefetch auto|on|off] [--engine onednn|openblas] [--bf16]\n"
+         "[--repeat R] [--prefetch auto|on|off] [--engine onednn|openblas] [--bf16] [--profile]\n"
          "Prints samples/s, the time split and the GEMM and conv GFLOP/s inside training for each model and\n"
-         "thread count.");
+         "thread count; --profile adds the microseconds per step spent in each kernel class.");
 }
 
 int main(int argc, char **argv)
@@ -68,11 +86,11 @@ int main(int argc, char **argv)
     int batch = 128, steps = 0, warmup = -1, repeat = 3;
     int prefetch = -1;   /* auto: when a core is spare, as mpiflow-train */
     const char *engine = NULL;
-    bool bf16 = false;
+    bool bf16 = false, profile = false;
     static const struct option opts[] = {{"model", 1, 0, 'm'}, {"threads", 1, 0, 't'}, {"batch", 1, 0, 'b'},
                                          {"steps", 1, 0, 's'}, {"warmup", 1, 0, 'w'}, {"repeat", 1, 0, 'r'},
                                          {"prefetch", 1, 0, 'p'}, {"engine", 1, 0, 'e'}, {"bf16", 0, 0, 'f'},
-                                         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                         {"profile", 0, 0, 'P'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -85,6 +103,7 @@ int main(int argc, char **argv)
         case 'p': prefetch = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : -1; break;
         case 'e': engine = optarg; break;
         case 'f': bf16 = true; break;
+        case 'P': profile = true; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
         }
@@ -147,6 +166,7 @@ int main(int argc, char **argv)
             double cf = conv > 0 ? mf_profile_flops(MF_PROF_CONV) / conv / 1e9 : 0;
             printf("%-6s %7d %6d %12.0f %7.1f%% %7.1f%% %7.1f%% %9.1f %9.1f %-12s\n", models[mi], nt, batch,
                    n * batch / best, 100 * gemm / tp, 100 * conv / tp, 100 * (tp - gemm - conv) / tp, gf, cf, isa);
+            if (profile) print_classes(tp, n);
             fflush(stdout);
             mf_loader_destroy(b.loader);
             mf_optim_destroy(b.optim);

@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
+#include "backends/cpu/cpu_engine.h"
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
 
@@ -13,11 +14,24 @@ enum { QR = 64, KC = 64 };   /* query rows and keys per tile */
  * is masked whole (its softmax would be 0/0) */
 _Static_assert(KC % QR == 0, "a key tile must cover whole query tiles");
 
+/* The f32 tiles' GEMMs on oneDNN's sgemm when it is the engine (its
+ * AVX-512 kernels whatever OPENBLAS_CORETYPE says), on one thread either
+ * way: the tiles' own loop is the parallel one. */
+static void attn_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    (void)order;   /* always row-major */
+    mfi_gemm g = {.dtype = MF_F32, .trans_a = ta == CblasTrans, .trans_b = tb == CblasTrans, .m = m, .n = n, .k = k,
+                  .alpha = alpha, .beta = beta, .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c, .ldc = ldc, .batch = 1};
+    if (mfi_cpu_engine() == MF_CPU_ONEDNN && mfi_dnnl_sgemm_serial(&g) == MF_OK) return;
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 #define T float
 #define SFX f32
 #define EXP expf
 #define LOG logf
-#define GEMM cblas_sgemm
+#define GEMM attn_sgemm
 #include "backends/cpu/cpu_attention_tmpl.h"
 #undef T
 #undef SFX

@@ -77,14 +77,8 @@ static inline double gelu_tanh_grad_double(double x)
     return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * x * x);
 }
 
-/* The contiguous GELU loops, compiled also for AVX2+FMA and AVX-512 and
- * picked at load time by the CPU (GCC's target_clones): 5x the SSE2
- * loop's speed on an AVX-512 machine. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define CPU_CLONES
-#endif
+/* The contiguous GELU loops, compiled also for AVX2+FMA and AVX-512
+ * (CPU_CLONES): 5x the SSE2 loop's speed on an AVX-512 machine. */
 #define GELU_RUNS(T)                                                                \
     CPU_CLONES static void gelu_tanh_run_##T(T *restrict o, const T *restrict a, int64_t n) \
     {                                                                               \

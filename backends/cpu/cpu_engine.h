@@ -22,6 +22,13 @@ extern const bool mfi_dnnl_built;
  * error otherwise. Built without oneDNN, they all decline. */
 #define MFI_DNNL_DECLINED ((mf_status) - 1)
 mf_status mfi_dnnl_gemm(const mfi_gemm *g);
+/* An f32 GEMM (batch 1, no bias) as dnnl_sgemm on the calling thread
+ * alone, for kernels that run many small ones inside their own parallel
+ * loops (backends/cpu/cpu_attention.c). */
+mf_status mfi_dnnl_sgemm_serial(const mfi_gemm *g);
+/* g with its bias written into C's rows, as a GEMM with beta 1 (for the
+ * paths that add no bias themselves; backends/cpu/cpu_gemm.c) */
+mfi_gemm mfi_cpu_bias_rows(const mfi_gemm *g);
 /* n contiguous floats to bfloat16, ties to even (native bfloat16 only) */
 mf_status mfi_dnnl_bf16_image(void *dst, const float *src, int64_t n);
 mf_status mfi_dnnl_conv_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias);

@@ -6,6 +6,7 @@
  * Row-major C = alpha op(A) op(B) + beta C, looped over a batch.
  */
 #include <cblas.h>
+#include <string.h>
 #include "backends/cpu/cpu_engine.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "base/alloc.h"
@@ -40,12 +41,30 @@ static mf_status gemm_rounded(const mfi_gemm *g)
     return st;
 }
 
+/* A GEMM with a bias as one that adds C: the bias written into every row
+ * of C, then beta 1. */
+mfi_gemm mfi_cpu_bias_rows(const mfi_gemm *g)
+{
+    mfi_gemm r = *g;
+    if (!g->bias) return r;
+    size_t es = g->dtype == MF_F64 ? sizeof(double) : sizeof(float);
+#pragma omp parallel for schedule(static) if (g->m * g->n >= 262144)
+    for (int64_t i = 0; i < g->m; i++) memcpy((char *)g->c + (size_t)(i * g->ldc) * es, g->bias, (size_t)g->n * es);
+    r.bias = NULL;
+    r.beta = 1.0;
+    return r;
+}
+
 mf_status mfi_cpu_gemm(const mfi_gemm *g)
 {
     if (g->m == 0 || g->n == 0) return MF_OK;
     if (mfi_cpu_engine() == MF_CPU_ONEDNN) {
         mf_status st = mfi_dnnl_gemm(g);
         if (st != MFI_DNNL_DECLINED) return st;
+    }
+    if (g->bias) {
+        mfi_gemm r = mfi_cpu_bias_rows(g);
+        return mfi_cpu_gemm(&r);
     }
     if (g->bf16 && g->dtype == MF_F32) return gemm_rounded(g);
     CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "backends/backend.h"
+#include "base/clones.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -214,31 +214,24 @@ out:
 
 /* ---------------------------------------------------------------- GEMM */
 
-/* f to bfloat16, ties to even; a NaN stays a (quiet) NaN */
-static inline uint16_t bf16_of(float f)
+/* f32 to bfloat16, ties to even, a NaN staying a (quiet) NaN, with the
+ * CPU's own conversion (VCVTNE2PS2BF16, 32 floats an instruction; only called where oneDNN found native bfloat16, which
+ * implies it). Like the products that read them (VDPBF16PS), it takes
+ * f32 subnormals as zero, which changes nothing those products return. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void bf16_row_native(uint16_t *d,
+                                                                                           const float *s,
+                                                                                           int64_t n)
 {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-/* The same on 16 floats at a time (only called where the CPU has
- * AVX-512, which native bfloat16 implies). */
-__attribute__((target("avx512f"))) static void bf16_row_avx512(uint16_t *d, const float *s, int64_t n)
-{
-    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
-    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    const __m512i quiet = _mm512_set1_epi32(0x40);
     int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        __m512i u = _mm512_loadu_si512(s + j), hi = _mm512_srli_epi32(u, 16);
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(hi, one)), 16);
-        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
-        r = _mm512_mask_or_epi32(r, nan, hi, quiet);
-        _mm256_storeu_si256((__m256i *)(d + j), _mm512_cvtepi32_epi16(r));
+    for (; j + 32 <= n; j += 32) {
+        __m512bh r = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + j + 16), _mm512_loadu_ps(s + j));
+        _mm512_storeu_si512(d + j, (__m512i)r);
     }
-    for (; j < n; j++) d[j] = bf16_of(s[j]);
+    for (; j < n; j += 16) {
+        __mmask16 m = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m256bh r = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s + j));
+        _mm256_mask_storeu_epi16(d + j, m, (__m256i)r);
+    }
 }
 
 /* rows of n floats (leading dimension ld) to contiguous bfloat16 rows,
@@ -250,12 +243,12 @@ static void bf16_rows(uint16_t *d, const float *s, int64_t ld, int64_t rows, int
 #pragma omp parallel for schedule(static)
         for (int64_t c = 0; c < chunks; c++) {
             int64_t j0 = c * 16384, len = n - j0 < 16384 ? n - j0 : 16384;
-            bf16_row_avx512(d + j0, s + j0, len);
+            bf16_row_native(d + j0, s + j0, len);
         }
         return;
     }
 #pragma omp parallel for schedule(static) if (rows * n > 65536)
-    for (int64_t i = 0; i < rows; i++) bf16_row_avx512(d + i * n, s + i * ld, n);
+    for (int64_t i = 0; i < rows; i++) bf16_row_native(d + i * n, s + i * ld, n);
 }
 
 /* op(X) [rows, cols] of a row-major X with leading dimension ld, packed
@@ -299,10 +292,10 @@ static mf_status matmul(const mfi_gemm *g)
     key.kind = K_MATMUL;
     key.bf16 = bf16;
     float alpha = (float)g->alpha, beta = (float)g->beta;
-    int64_t v[] = {g->m, g->n, g->k, g->trans_a, g->trans_b, g->ldc, lda, ldb};
+    int64_t v[] = {g->m, g->n, g->k, g->trans_a, g->trans_b, g->ldc, lda, ldb, g->bias != NULL};
     memcpy(key.v, v, sizeof v);
-    memcpy(&key.v[8], &alpha, sizeof alpha);
-    memcpy(&key.v[9], &beta, sizeof beta);
+    memcpy(&key.v[9], &alpha, sizeof alpha);
+    memcpy(&key.v[10], &beta, sizeof beta);
     mf_status st = MF_OK;
     pthread_mutex_lock(&lock);
     bool found;
@@ -312,19 +305,20 @@ static mf_status matmul(const mfi_gemm *g)
     if (!found) {
         /* op(A) [m, k] and op(B) [k, n] as strided views of their storage */
         dnnl_data_type_t it = bf16 ? dnnl_bf16 : dnnl_f32;
-        dnnl_memory_desc_t a, b, c;
-        dnnl_dims_t da = {g->m, g->k}, db = {g->k, g->n}, dc = {g->m, g->n};
+        dnnl_memory_desc_t a, b, c, bias;
+        dnnl_dims_t da = {g->m, g->k}, db = {g->k, g->n}, dc = {g->m, g->n}, dbias = {1, g->n};
         dnnl_dims_t sa = {g->trans_a ? 1 : lda, g->trans_a ? lda : 1};
         dnnl_dims_t sb = {g->trans_b ? 1 : ldb, g->trans_b ? ldb : 1};
         dnnl_dims_t sc = {g->ldc, 1};
         dnnl_memory_desc_init_by_strides(&a, 2, da, it, sa);
         dnnl_memory_desc_init_by_strides(&b, 2, db, it, sb);
         dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc);
+        dnnl_memory_desc_init_by_tag(&bias, 2, dbias, dnnl_f32, dnnl_ab);
         dnnl_matmul_desc_t md;
         dnnl_primitive_attr_t attr = NULL;
         dnnl_post_ops_t po = NULL;
         dnnl_primitive_desc_t pd = NULL;
-        dnnl_status_t s = dnnl_matmul_desc_init(&md, &a, &b, NULL, &c);
+        dnnl_status_t s = dnnl_matmul_desc_init(&md, &a, &b, g->bias ? &bias : NULL, &c);
         if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
         if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
         if (s == dnnl_success && alpha != 1.0f) s = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha);
@@ -341,8 +335,8 @@ static mf_status matmul(const mfi_gemm *g)
             st = MFI_DNNL_DECLINED;
             goto out;
         }
-        const dnnl_memory_desc_t *um[A_NARGS] = {&a, &b, NULL, &c};
-        const int arg[A_NARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, 0, DNNL_ARG_DST};
+        const dnnl_memory_desc_t *um[A_NARGS] = {&a, &b, g->bias ? &bias : NULL, &c};
+        const int arg[A_NARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
         const bool outp[A_NARGS] = {false, false, false, true};
         MF_TRY_OUT(prim_finish(e, pd, um, arg, outp));
         snprintf(bf16 ? gemm_impl : gemm_impl_f32, sizeof gemm_impl, "%s", e->impl);
@@ -365,7 +359,8 @@ static mf_status matmul(const mfi_gemm *g)
         if (ib) b = ib + i * g->stride_b;
         if (pa && (i == 0 || g->stride_a)) pack_bf16(pa, a, g->lda, g->trans_a, g->m, g->k);
         if (pb && (i == 0 || g->stride_b)) pack_bf16(pb, b, g->ldb, g->trans_b, g->k, g->n);
-        void *ptr[A_NARGS] = {pa ? pa : (void *)a, pb ? pb : (void *)b, NULL, (float *)g->c + i * g->stride_c};
+        void *ptr[A_NARGS] = {pa ? pa : (void *)a, pb ? pb : (void *)b, (void *)g->bias,
+                              (float *)g->c + i * g->stride_c};
         st = prim_run(e, ptr);
     }
     mfi_free(pa, abytes);
@@ -380,6 +375,10 @@ mf_status mfi_dnnl_gemm(const mfi_gemm *g)
     if (g->dtype != MF_F32 || (g->bf16 && !mfi_dnnl_bf16_native())) return MFI_DNNL_DECLINED;
     if (g->bf16 || omp_get_max_threads() > 1) return matmul(g);
     /* one thread: dnnl_sgemm, as fast or faster there (doc/performance.md) */
+    if (g->bias) {
+        mfi_gemm r = mfi_cpu_bias_rows(g);
+        return mfi_dnnl_gemm(&r);
+    }
     char ta = g->trans_a ? 'T' : 'N', tb = g->trans_b ? 'T' : 'N';
     for (int64_t i = 0; i < g->batch; i++) {
         dnnl_status_t s = dnnl_sgemm(ta, tb, g->m, g->n, g->k, (float)g->alpha, (const float *)g->a + i * g->stride_a,
@@ -388,6 +387,21 @@ mf_status mfi_dnnl_gemm(const mfi_gemm *g)
         if (s != dnnl_success) MF_FAIL(MF_ERR_BACKEND, "oneDNN sgemm [%lld,%lld]x[%lld,%lld]: %s", (long long)g->m,
                                        (long long)g->k, (long long)g->k, (long long)g->n, dnnl_status2str(s));
     }
+    return MF_OK;
+}
+
+mf_status mfi_dnnl_sgemm_serial(const mfi_gemm *g)
+{
+    if (g->dtype != MF_F32 || g->bf16 || g->bias || g->batch != 1) return MFI_DNNL_DECLINED;
+    /* inside a parallel region oneDNN runs on the calling thread; outside
+     * one, it is told to */
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (nt > 1) omp_set_num_threads(1);
+    dnnl_status_t s = dnnl_sgemm(g->trans_a ? 'T' : 'N', g->trans_b ? 'T' : 'N', g->m, g->n, g->k, (float)g->alpha,
+                                 g->a, g->lda, g->b, g->ldb, (float)g->beta, g->c, g->ldc);
+    if (nt > 1) omp_set_num_threads(nt);
+    if (s != dnnl_success) MF_FAIL(MF_ERR_BACKEND, "oneDNN sgemm [%lld,%lld]x[%lld,%lld]: %s", (long long)g->m,
+                                   (long long)g->k, (long long)g->k, (long long)g->n, dnnl_status2str(s));
     return MF_OK;
 }
 

@@ -9,6 +9,7 @@
 const bool mfi_dnnl_built = false;
 
 mf_status mfi_dnnl_gemm(const mfi_gemm *g) { (void)g; return MFI_DNNL_DECLINED; }
+mf_status mfi_dnnl_sgemm_serial(const mfi_gemm *g) { (void)g; return MFI_DNNL_DECLINED; }
 mf_status mfi_dnnl_bf16_image(void *dst, const float *src, int64_t n)
 {
     (void)dst, (void)src, (void)n;

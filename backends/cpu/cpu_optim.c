@@ -16,21 +16,40 @@
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
 
+/* one contiguous run of the SGD update; the loops without momentum and
+ * with it apart, so that each vectorises */
+#define SGD_RUN(T)                                                                      \
+    CPU_CLONES static void sgd_run_##T(T *restrict pv, const T *restrict gv, T *restrict bv, int64_t n, \
+                                       const mfi_sgd_hp *h)                             \
+    {                                                                                   \
+        const T lr = (T)h->lr, wd = (T)h->weight_decay, mom = (T)h->momentum;           \
+        const T damp = (T)(1 - h->dampening);                                           \
+        const bool first = h->first, nesterov = h->nesterov;                            \
+        if (!bv) {                                                                      \
+            for (int64_t i = 0; i < n; i++) pv[i] -= lr * (gv[i] + wd * pv[i]);         \
+            return;                                                                     \
+        }                                                                               \
+        for (int64_t i = 0; i < n; i++) {                                               \
+            T g = gv[i] + wd * pv[i];                                                   \
+            T b = first ? g : mom * bv[i] + damp * g;                                   \
+            bv[i] = b;                                                                  \
+            pv[i] -= lr * (nesterov ? g + mom * b : b);                                 \
+        }                                                                               \
+    }
+SGD_RUN(float)
+SGD_RUN(double)
+
+/* the runs in chunks, spread over the threads */
+#define SGD_CHUNK 16384
 #define SGD_LOOP(T)                                                                     \
     do {                                                                                \
         T *pv = param->data, *bv = buf ? (T *)buf->data : NULL;                         \
         const T *gv = grad->data;                                                       \
-        const T lr = (T)h->lr, wd = (T)h->weight_decay, mom = (T)h->momentum;           \
-        const T damp = (T)(1 - h->dampening);                                           \
+        int64_t chunks = (n + SGD_CHUNK - 1) / SGD_CHUNK;                               \
         _Pragma("omp parallel for if (cpu_par(n)) schedule(static)")                    \
-        for (int64_t i = 0; i < n; i++) {                                               \
-            T g = gv[i] + wd * pv[i];                                                   \
-            if (bv) {                                                                   \
-                T b = h->first ? g : mom * bv[i] + damp * g;                            \
-                bv[i] = b;                                                              \
-                g = h->nesterov ? g + mom * b : b;                                      \
-            }                                                                           \
-            pv[i] -= lr * g;                                                            \
+        for (int64_t c = 0; c < chunks; c++) {                                          \
+            int64_t i0 = c * SGD_CHUNK, len = n - i0 < SGD_CHUNK ? n - i0 : SGD_CHUNK;  \
+            sgd_run_##T(pv + i0, gv + i0, bv ? bv + i0 : NULL, len, h);                 \
         }                                                                               \
     } while (0)
 

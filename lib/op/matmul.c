@@ -305,7 +305,10 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
     br = b && la->bf16 ? mfi_bf16_copy(b) : NULL;   /* PyTorch's autocast casts the bias too */
     if (b && la->bf16 && !br) MF_TRY_OUT(mf_last_status());
     if (br) b = br;
-    if (b) {
+    /* the bias: added by the GEMM where the backend can, else written
+     * into y first for a GEMM that adds to it */
+    const void *bias = b && in > 0 && be->gemm_bias && (outf == 1 || b->stride[0] == 1) ? mf_tensor_data(b) : NULL;
+    if (b && !bias) {
         int64_t shp[2] = {rows, outf};
         mfi_view o = mfi_view_as(y, 2, shp), bv = mfi_view_of(b);
         bv.ndim = 2;
@@ -324,7 +327,7 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
     }
     mfi_gemm g = {
         .dtype = y->dtype, .trans_a = false, .trans_b = W.trans, .m = rows, .n = outf, .k = in,
-        .alpha = 1.0, .beta = b ? 1.0 : 0.0,
+        .alpha = 1.0, .beta = b && !bias ? 1.0 : 0.0, .bias = bias,
         .a = mf_tensor_data(xc), .lda = in > 1 ? in : 1,
         .b = W.data, .ldb = W.ld,
         .c = mf_tensor_data(y), .ldc = outf > 1 ? outf : 1, .batch = 1, .bf16 = la->bf16,
