@@ -56,12 +56,12 @@ const char *mf_cpu_engine_describe(char *buf, size_t size)
     if (mfi_cpu_engine() == MF_CPU_ONEDNN) {
         char impls[160];
         mfi_dnnl_impls(impls, sizeof impls);
-        snprintf(buf, size, "gemm/linear/matmul and conv2d: onednn, isa %s (%s); bf16 %s; pooling, norms, attention: "
-                 "mpiflow OpenMP", mfi_dnnl_isa(), impls, mfi_dnnl_bf16_native() ? "native" : "emulated (rounded, f32 multiply)");
+        snprintf(buf, size, "gemm/linear/matmul and conv2d: onednn, isa %s (%s); bf16 %s; attention: mpiflow "
+                 "OpenMP tiles on dnnl_sgemm; pooling, norms: mpiflow OpenMP", mfi_dnnl_isa(), impls, mfi_dnnl_bf16_native() ? "native" : "emulated (rounded, f32 multiply)");
     } else {
         const char *ct = getenv("OPENBLAS_CORETYPE");
         snprintf(buf, size, "gemm/linear/matmul: openblas%s%s%s; conv2d: im2col + openblas; bf16 emulated (rounded, f32 "
-                 "multiply); pooling, norms, attention: mpiflow OpenMP", ct ? " (OPENBLAS_CORETYPE=" : "", ct ? ct : "",
+                 "multiply); attention: mpiflow OpenMP tiles on openblas; pooling, norms: mpiflow OpenMP", ct ? " (OPENBLAS_CORETYPE=" : "", ct ? ct : "",
                  ct ? ")" : "");
     }
     return buf;

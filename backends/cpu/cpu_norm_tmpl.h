@@ -126,16 +126,26 @@ static void FN(ln_bwd)(int64_t rows, int64_t cols, T *gx, T *gw, T *gb, const T 
         }
     }
     if (gw || gb) {
+        /* per column, the sums over rows in row order; a block of columns
+         * at a time, walked row by row, so that the reads are contiguous */
+        enum { LN_COLS = 64 };
+        const int64_t blocks = (cols + LN_COLS - 1) / LN_COLS;
         #pragma omp parallel for if (cpu_par(rows * cols)) schedule(static)
-        for (int64_t j = 0; j < cols; j++) {
-            double sw = 0, sb = 0;
+        for (int64_t bk = 0; bk < blocks; bk++) {
+            const int64_t j0 = bk * LN_COLS, nj = cols - j0 < LN_COLS ? cols - j0 : LN_COLS;
+            double sw[LN_COLS] = {0}, sb[LN_COLS] = {0};
             for (int64_t r = 0; r < rows; r++) {
-                double g = gy[r * cols + j];
-                sw += g * (x[r * cols + j] - mean[r]) * rstd[r];
-                sb += g;
+                const T *g = gy + r * cols + j0, *a = x + r * cols + j0, mu = mean[r], rs = rstd[r];
+                for (int64_t j = 0; j < nj; j++) {
+                    double gj = g[j];
+                    sw[j] += gj * (a[j] - mu) * rs;
+                    sb[j] += gj;
+                }
             }
-            if (gw) gw[j] = (T)sw;
-            if (gb) gb[j] = (T)sb;
+            for (int64_t j = 0; j < nj; j++) {
+                if (gw) gw[j0 + j] = (T)sw[j];
+                if (gb) gb[j0 + j] = (T)sb[j];
+            }
         }
     }
 }

@@ -40,7 +40,7 @@ SGD_RUN(float)
 SGD_RUN(double)
 
 /* the runs in chunks, spread over the threads */
-#define SGD_CHUNK 16384
+#define SGD_CHUNK 16384   /* elements per run, for every optimizer */
 #define SGD_LOOP(T)                                                                     \
     do {                                                                                \
         T *pv = param->data, *bv = buf ? (T *)buf->data : NULL;                         \
@@ -62,30 +62,45 @@ mf_status mfi_cpu_sgd_step(const mfi_sgd_hp *h, mfi_cv *param, mfi_cv *grad, mfi
     return MF_OK;
 }
 
-#define ADAM_LOOP(T)                                                                    \
-    do {                                                                                \
-        T *pv = param->data, *mv = m->data, *vv = v->data;                              \
-        T *xv = vmax ? (T *)vmax->data : NULL;                                          \
-        const T *gv = grad->data;                                                       \
-        const T b1 = (T)h->beta1, b2 = (T)h->beta2, eps = (T)h->eps;                    \
-        const T wd = (T)h->weight_decay, lr = (T)h->lr;                                 \
-        const T bc1 = (T)(1 - pow(h->beta1, (double)h->step));                          \
-        const T bc2s = (T)sqrt(1 - pow(h->beta2, (double)h->step));                     \
-        const T step = lr / bc1, decay = (T)1 - lr * wd;                                \
-        _Pragma("omp parallel for if (cpu_par(n)) schedule(static)")                    \
+/* one contiguous run of the Adam update (cs: b1, b2, eps, wd, step,
+ * decay, bc2s as T) */
+#define ADAM_RUN(T)                                                                     \
+    CPU_CLONES static void adam_run_##T(T *restrict pv, T *restrict mv, T *restrict vv, T *restrict xv, \
+                                        const T *restrict gv, int64_t n, const T *cs, bool decoupled) \
+    {                                                                                   \
+        const T b1 = cs[0], b2 = cs[1], eps = cs[2], wd = cs[3], step = cs[4], decay = cs[5], bc2s = cs[6]; \
         for (int64_t i = 0; i < n; i++) {                                               \
             T g = gv[i], p = pv[i];                                                     \
-            if (h->decoupled) p *= decay;                                               \
+            if (decoupled) p *= decay;                                                  \
             else g += wd * p;                                                           \
             T mi = b1 * mv[i] + ((T)1 - b1) * g;                                        \
             T vi = b2 * vv[i] + ((T)1 - b2) * g * g;                                    \
             mv[i] = mi;                                                                 \
             vv[i] = vi;                                                                 \
             if (xv) {                                                                   \
-                if (vi > xv[i]) xv[i] = vi;                                             \
-                vi = xv[i];                                                             \
+                T x = vi > xv[i] ? vi : xv[i];                                          \
+                xv[i] = x;                                                              \
+                vi = x;                                                                 \
             }                                                                           \
             pv[i] = p - step * mi / (sqrt(vi) / bc2s + eps);                            \
+        }                                                                               \
+    }
+ADAM_RUN(float)
+ADAM_RUN(double)
+
+#define ADAM_LOOP(T)                                                                    \
+    do {                                                                                \
+        T *pv = param->data, *mv = m->data, *vv = v->data;                              \
+        T *xv = vmax ? (T *)vmax->data : NULL;                                          \
+        const T *gv = grad->data;                                                       \
+        const T lr = (T)h->lr, bc1 = (T)(1 - pow(h->beta1, (double)h->step));           \
+        const T cs[7] = {(T)h->beta1, (T)h->beta2, (T)h->eps, (T)h->weight_decay, lr / bc1, \
+                         (T)1 - lr * (T)h->weight_decay, (T)sqrt(1 - pow(h->beta2, (double)h->step))}; \
+        int64_t chunks = (n + SGD_CHUNK - 1) / SGD_CHUNK;                               \
+        _Pragma("omp parallel for if (cpu_par(n)) schedule(static)")                    \
+        for (int64_t c = 0; c < chunks; c++) {                                          \
+            int64_t i0 = c * SGD_CHUNK, len = n - i0 < SGD_CHUNK ? n - i0 : SGD_CHUNK;  \
+            adam_run_##T(pv + i0, mv + i0, vv + i0, xv ? xv + i0 : NULL, gv + i0, len, cs, h->decoupled); \
         }                                                                               \
     } while (0)
 
