@@ -2,10 +2,11 @@
  * backends/cpu/cpu_reduce.c - sum/max/sum-of-squares over axes, argmax,
  * softmax and log-softmax, and the loss kernels on [N, C] rows.
  *
- * Reductions accumulate in double. Outputs are split across threads;
- * when there are fewer outputs than threads (a sum over everything),
- * each output's range is split instead and the partial results are
- * combined in thread order, so a fixed thread count gives fixed bits.
+ * Reductions accumulate in double (a contiguous run in eight partial
+ * sums). Outputs are split across threads; when there are fewer outputs
+ * than threads (a sum over everything), each output's range is split
+ * instead and the partial results are combined in thread order, so a
+ * fixed thread count gives fixed bits.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,8 +19,24 @@
 #define kept_offset(p, o) mfi_offset_of((o), (p)->nk, (p)->kshape, (p)->kstride)
 #define red_row_offset(p, r) mfi_offset_of((r), (p)->nr - 1, (p)->rshape, (p)->rstride)
 
+/* The sum of a contiguous run: eight partial sums (element i into sum
+ * i mod 8), added pairwise at the end. One chain of dependent additions
+ * would wait on each one; eight keep the adder busy. The order depends
+ * on the run alone, so the bits do not depend on the threads or ranks. */
+#define RED_RUN_FN(NAME, T)                                                          \
+    static double NAME##_run(const T *a, int64_t n)                                  \
+    {                                                                                \
+        double t[8] = {0};                                                           \
+        int64_t i = 0;                                                               \
+        for (; i + 8 <= n; i += 8)                                                   \
+            for (int k = 0; k < 8; k++) t[k] += (double)a[i + k];                    \
+        for (int k = 0; i < n; i++, k++) t[k] += (double)a[i];                       \
+        return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));    \
+    }
+
 /* Reduces reduced-rows [lo, hi) starting at base. */
 #define RED_RANGE_FN(NAME, T)                                                        \
+    RED_RUN_FN(NAME, T)                                                              \
     static double NAME(mfi_redop op, const mfi_red_plan *p, const T *base, int64_t lo, int64_t hi) \
     {                                                                                \
         double acc = op == MFI_RED_MAX ? -INFINITY : 0.0;                            \
@@ -28,7 +45,7 @@
             const T *a = base + red_row_offset(p, r);                                \
             if (op == MFI_RED_SUM) {                                                 \
                 double t = 0;                                                        \
-                if (s == 1) for (int64_t i = 0; i < n; i++) t += (double)a[i];       \
+                if (s == 1) t = NAME##_run(a, n);                                    \
                 else for (int64_t i = 0; i < n; i++) t += (double)a[i * s];          \
                 acc += t;                                                            \
             } else if (op == MFI_RED_SUMSQ) {                                        \
