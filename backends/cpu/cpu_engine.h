@@ -22,7 +22,7 @@ extern const bool mfi_dnnl_built;
  * error otherwise. Built without oneDNN, they all decline. */
 #define MFI_DNNL_DECLINED ((mf_status) - 1)
 mf_status mfi_dnnl_gemm(const mfi_gemm *g);
-/* An f32 GEMM (batch 1, no bias) as dnnl_sgemm on the calling thread
+/* An f32 GEMM (no bias) as dnnl_sgemm on the calling thread
  * alone, for kernels that run many small ones inside their own parallel
  * loops (backends/cpu/cpu_attention.c). */
 mf_status mfi_dnnl_sgemm_serial(const mfi_gemm *g);

@@ -215,8 +215,8 @@ out:
 /* ---------------------------------------------------------------- GEMM */
 
 /* f32 to bfloat16, ties to even, a NaN staying a (quiet) NaN, with the
- * CPU's own conversion (VCVTNE2PS2BF16, 32 floats an instruction; only called where oneDNN found native bfloat16, which
- * implies it). Like the products that read them (VDPBF16PS), it takes
+ * CPU's own conversion (VCVTNE2PS2BF16, 32 floats an instruction; only
+ * called where oneDNN found native bfloat16, which implies it). Like the products that read them (VDPBF16PS), it takes
  * f32 subnormals as zero, which changes nothing those products return. */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void bf16_row_native(uint16_t *d,
                                                                                            const float *s,
@@ -370,15 +370,9 @@ out:
     return st;
 }
 
-mf_status mfi_dnnl_gemm(const mfi_gemm *g)
+/* g (f32, no bias) as dnnl_sgemm calls, one per batch entry */
+static mf_status sgemm(const mfi_gemm *g)
 {
-    if (g->dtype != MF_F32 || (g->bf16 && !mfi_dnnl_bf16_native())) return MFI_DNNL_DECLINED;
-    if (g->bf16 || omp_get_max_threads() > 1) return matmul(g);
-    /* one thread: dnnl_sgemm, as fast or faster there (doc/performance.md) */
-    if (g->bias) {
-        mfi_gemm r = mfi_cpu_bias_rows(g);
-        return mfi_dnnl_gemm(&r);
-    }
     char ta = g->trans_a ? 'T' : 'N', tb = g->trans_b ? 'T' : 'N';
     for (int64_t i = 0; i < g->batch; i++) {
         dnnl_status_t s = dnnl_sgemm(ta, tb, g->m, g->n, g->k, (float)g->alpha, (const float *)g->a + i * g->stride_a,
@@ -390,19 +384,26 @@ mf_status mfi_dnnl_gemm(const mfi_gemm *g)
     return MF_OK;
 }
 
+mf_status mfi_dnnl_gemm(const mfi_gemm *g)
+{
+    if (g->dtype != MF_F32 || (g->bf16 && !mfi_dnnl_bf16_native())) return MFI_DNNL_DECLINED;
+    if (g->bf16 || omp_get_max_threads() > 1) return matmul(g);
+    /* one thread: dnnl_sgemm, as fast or faster there (doc/performance.md) */
+    if (!g->bias) return sgemm(g);
+    mfi_gemm r = mfi_cpu_bias_rows(g);
+    return sgemm(&r);
+}
+
 mf_status mfi_dnnl_sgemm_serial(const mfi_gemm *g)
 {
-    if (g->dtype != MF_F32 || g->bf16 || g->bias || g->batch != 1) return MFI_DNNL_DECLINED;
+    if (g->dtype != MF_F32 || g->bf16 || g->bias) return MFI_DNNL_DECLINED;
     /* inside a parallel region oneDNN runs on the calling thread; outside
      * one, it is told to */
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nt > 1) omp_set_num_threads(1);
-    dnnl_status_t s = dnnl_sgemm(g->trans_a ? 'T' : 'N', g->trans_b ? 'T' : 'N', g->m, g->n, g->k, (float)g->alpha,
-                                 g->a, g->lda, g->b, g->ldb, (float)g->beta, g->c, g->ldc);
+    mf_status st = sgemm(g);
     if (nt > 1) omp_set_num_threads(nt);
-    if (s != dnnl_success) MF_FAIL(MF_ERR_BACKEND, "oneDNN sgemm [%lld,%lld]x[%lld,%lld]: %s", (long long)g->m,
-                                   (long long)g->k, (long long)g->k, (long long)g->n, dnnl_status2str(s));
-    return MF_OK;
+    return st;
 }
 
 /* ---------------------------------------------------------------- conv2d */
