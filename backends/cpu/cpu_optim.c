@@ -40,15 +40,15 @@ SGD_RUN(float)
 SGD_RUN(double)
 
 /* the runs in chunks, spread over the threads */
-#define SGD_CHUNK 16384   /* elements per run, for every optimizer */
+#define OPT_CHUNK 16384   /* elements per run, for every optimizer */
 #define SGD_LOOP(T)                                                                     \
     do {                                                                                \
         T *pv = param->data, *bv = buf ? (T *)buf->data : NULL;                         \
         const T *gv = grad->data;                                                       \
-        int64_t chunks = (n + SGD_CHUNK - 1) / SGD_CHUNK;                               \
+        int64_t chunks = (n + OPT_CHUNK - 1) / OPT_CHUNK;                               \
         _Pragma("omp parallel for if (cpu_par(n)) schedule(static)")                    \
         for (int64_t c = 0; c < chunks; c++) {                                          \
-            int64_t i0 = c * SGD_CHUNK, len = n - i0 < SGD_CHUNK ? n - i0 : SGD_CHUNK;  \
+            int64_t i0 = c * OPT_CHUNK, len = n - i0 < OPT_CHUNK ? n - i0 : OPT_CHUNK;  \
             sgd_run_##T(pv + i0, gv + i0, bv ? bv + i0 : NULL, len, h);                 \
         }                                                                               \
     } while (0)
@@ -96,10 +96,10 @@ ADAM_RUN(double)
         const T lr = (T)h->lr, bc1 = (T)(1 - pow(h->beta1, (double)h->step));           \
         const T cs[7] = {(T)h->beta1, (T)h->beta2, (T)h->eps, (T)h->weight_decay, lr / bc1, \
                          (T)1 - lr * (T)h->weight_decay, (T)sqrt(1 - pow(h->beta2, (double)h->step))}; \
-        int64_t chunks = (n + SGD_CHUNK - 1) / SGD_CHUNK;                               \
+        int64_t chunks = (n + OPT_CHUNK - 1) / OPT_CHUNK;                               \
         _Pragma("omp parallel for if (cpu_par(n)) schedule(static)")                    \
         for (int64_t c = 0; c < chunks; c++) {                                          \
-            int64_t i0 = c * SGD_CHUNK, len = n - i0 < SGD_CHUNK ? n - i0 : SGD_CHUNK;  \
+            int64_t i0 = c * OPT_CHUNK, len = n - i0 < OPT_CHUNK ? n - i0 : OPT_CHUNK;  \
             adam_run_##T(pv + i0, mv + i0, vv + i0, xv ? xv + i0 : NULL, gv + i0, len, cs, h->decoupled); \
         }                                                                               \
     } while (0)
