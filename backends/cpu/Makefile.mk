@@ -13,5 +13,5 @@ else
 backends_cpu_libmf_cpu_la_SOURCES += backends/cpu/cpu_onednn_none.c
 endif
 libmpiflow_la_LIBADD += backends/cpu/libmf_cpu.la
-noinst_HEADERS += backends/cpu/cpu_iter.h backends/cpu/cpu_kernels.h backends/cpu/cpu_engine.h backends/cpu/cpu_conv_tmpl.h \
+noinst_HEADERS += backends/cpu/cpu_iter.h backends/cpu/cpu_kernels.h backends/cpu/cpu_math.h backends/cpu/cpu_engine.h backends/cpu/cpu_conv_tmpl.h \
 	backends/cpu/cpu_norm_tmpl.h backends/cpu/cpu_attention_tmpl.h backends/backend.h backends/plan.h

@@ -8,6 +8,8 @@
 #include "backends/cpu/cpu_engine.h"
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_math.h"
+#include "base/clones.h"
 
 enum { QR = 64, KC = 64 };   /* query rows and keys per tile */
 /* every key tile starts at or before its query tile, so no row of a tile
@@ -27,27 +29,45 @@ static void attn_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+/* a row of a double tile summed left to right */
+static inline double sum_seq_f64(const double *x, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    return s;
+}
+
+/* f32 tiles: the vectorised exp and 16 partial sums (cpu_math.h), the
+ * softmax loops compiled also for AVX2 and AVX-512 */
 #define T float
 #define SFX f32
-#define EXP expf
+#define EXP exp_f32
 #define LOG logf
+#define SUM sum16_f32
+#define TILE_FN CPU_CLONES
 #define GEMM attn_sgemm
 #include "backends/cpu/cpu_attention_tmpl.h"
 #undef T
 #undef SFX
 #undef EXP
 #undef LOG
+#undef SUM
+#undef TILE_FN
 #undef GEMM
 #define T double
 #define SFX f64
 #define EXP exp
 #define LOG log
+#define SUM sum_seq_f64
+#define TILE_FN
 #define GEMM cblas_dgemm
 #include "backends/cpu/cpu_attention_tmpl.h"
 #undef T
 #undef SFX
 #undef EXP
 #undef LOG
+#undef SUM
+#undef TILE_FN
 #undef GEMM
 
 static mf_status check(const char *what, mfi_cv *q, mfi_cv *k, mfi_cv *v)

@@ -1,6 +1,7 @@
 /*
  * backends/cpu/cpu_attention_tmpl.h - fused causal attention for one
- * element type (T, SFX, GEMM), included by cpu_attention.c.
+ * element type (T, SFX, EXP, LOG, SUM, TILE_FN, GEMM), included by
+ * cpu_attention.c.
  *
  * Forward, per (batch, head) and tile of QR query rows: the key tiles of
  * KC keys up to the diagonal are visited once. A tile's scores
@@ -46,6 +47,38 @@ static void FN(scores)(T *s, const T *qi, int ldq, const T *kj, int ldk, int64_t
                 if (c >= 0) s[r * KC + c] = -INFINITY;
 }
 
+/* The online softmax over one score tile (rows 0..ni, columns 0..nc of
+ * s): each row's running maximum m and sum l move on, s becomes
+ * exp(s - m), and alpha says how much the output rows already there
+ * shrink (0 on a row's first tile, 1 when its maximum stays). */
+TILE_FN static void FN(tile_softmax)(T *restrict s, int64_t ni, int64_t nc, T *restrict m, T *restrict l,
+                                     T *restrict alpha)
+{
+    for (int64_t r = 0; r < ni; r++) {
+        T *sr = s + r * KC, mx = m[r];
+        #pragma omp simd reduction(max : mx)
+        for (int64_t c = 0; c < nc; c++) mx = sr[c] > mx ? sr[c] : mx;
+        for (int64_t c = 0; c < nc; c++) sr[c] = EXP(sr[c] - mx);   /* exp(-inf) = 0 above the diagonal */
+        alpha[r] = EXP(m[r] - mx);                                   /* exp(-inf) = 0 on the first tile */
+        l[r] = l[r] * alpha[r] + SUM(sr, nc);
+        m[r] = mx;
+    }
+}
+
+/* A backward tile: P = exp(s - lse) into s, dS = scale P (dP - delta)
+ * into dp. */
+TILE_FN static void FN(tile_ds)(T *restrict s, T *restrict dp, int64_t ni, int64_t nc, const T *restrict lse,
+                                const T *restrict delta, T scale)
+{
+    for (int64_t r = 0; r < ni; r++) {
+        T *sr = s + r * KC, *dr = dp + r * KC, li = lse[r], di = delta[r];
+        for (int64_t c = 0; c < nc; c++) {
+            sr[c] = EXP(sr[c] - li);
+            dr[c] = sr[c] * (dr[c] - di) * scale;
+        }
+    }
+}
+
 static void FN(attn_fwd)(const mfi_attn *p, mfi_cv *out, mfi_cv *lse, mfi_cv *q, mfi_cv *k, mfi_cv *v)
 {
     const int64_t B = p->b, H = p->h, N = p->t, D = p->d, tiles = (N + QR - 1) / QR;
@@ -54,7 +87,7 @@ static void FN(attn_fwd)(const mfi_attn *p, mfi_cv *out, mfi_cv *lse, mfi_cv *q,
     for (int64_t w = 0; w < B * H * tiles; w++) {
         const int64_t b = w / (H * tiles), h = w / tiles % H, i0 = (tiles - 1 - w % tiles) * QR;   /* long tiles first */
         const int64_t ni = N - i0 < QR ? N - i0 : QR;
-        T s[QR * KC], m[QR], l[QR];
+        T s[QR * KC], m[QR], l[QR], alpha[QR];
         T *o0 = AT(out, b, h, i0);
         for (int64_t r = 0; r < ni; r++) {
             m[r] = -INFINITY;
@@ -65,19 +98,11 @@ static void FN(attn_fwd)(const mfi_attn *p, mfi_cv *out, mfi_cv *lse, mfi_cv *q,
         for (int64_t j0 = 0; j0 < i0 + ni; j0 += KC) {
             const int64_t nc = i0 + ni - j0 < KC ? i0 + ni - j0 : KC;
             FN(scores)(s, AT(q, b, h, i0), LD(q), AT(k, b, h, j0), LD(k), ni, nc, D, scale, i0, j0);
+            FN(tile_softmax)(s, ni, nc, m, l, alpha);
             for (int64_t r = 0; r < ni; r++) {
-                T *sr = s + r * KC, mx = m[r], sum = 0;
-                for (int64_t c = 0; c < nc; c++)
-                    if (sr[c] > mx) mx = sr[c];
-                for (int64_t c = 0; c < nc; c++) {
-                    sr[c] = EXP(sr[c] - mx);   /* exp(-inf) = 0 above the diagonal */
-                    sum += sr[c];
-                }
-                T alpha = EXP(m[r] - mx), *o = o0 + r * out->stride[2];   /* exp(-inf) = 0 on the first tile */
-                if (alpha != 1)
-                    for (int64_t d = 0; d < D; d++) o[d] *= alpha;
-                l[r] = l[r] * alpha + sum;
-                m[r] = mx;
+                T *o = o0 + r * out->stride[2];
+                if (alpha[r] != 1)
+                    for (int64_t d = 0; d < D; d++) o[d] *= alpha[r];
             }
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)ni, (int)D, (int)nc, 1, s, KC, AT(v, b, h, j0), LD(v),
                  1, o0, LD(out));
@@ -115,13 +140,7 @@ static void FN(attn_bwd)(const mfi_attn *p, mfi_cv *gq, mfi_cv *gk, mfi_cv *gv, 
                 FN(scores)(s, qi, LD(q), kj, LD(k), ni, nc, D, scale, i0, j0);
                 GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ni, (int)nc, (int)D, 1, goi, LD(gout), vj, LD(v), 0,
                      dp, KC);
-                for (int64_t r = 0; r < ni; r++) {
-                    T *sr = s + r * KC, *dr = dp + r * KC, li = ls[i0 + r], di = delta[i0 + r];
-                    for (int64_t c = 0; c < nc; c++) {
-                        sr[c] = EXP(sr[c] - li);                /* P */
-                        dr[c] = sr[c] * (dr[c] - di) * scale;   /* dS */
-                    }
-                }
+                FN(tile_ds)(s, dp, ni, nc, ls + i0, delta + i0, scale);
                 GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nc, (int)D, (int)ni, 1, s, KC, goi, LD(gout), 1,
                      AT(gv, b, h, j0), LD(gv));
                 GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)ni, (int)D, (int)nc, 1, dp, KC, kj, LD(k), 1,

@@ -8,6 +8,7 @@
 #include <tgmath.h>
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_math.h"
 #include "base/alloc.h"
 
 #define SQRT1_2 0.70710678118654752440
@@ -36,25 +37,10 @@ float *mfi_cpu_bf16_rounded(const float *x, int64_t n)
 #define SQRT_2_OVER_PI 0.79788456080286535588
 #define GELU_C 0.044715
 
-/* exp and tanh in float for GPT-2's GELU, in plain arithmetic that the
- * compiler vectorises (libm's tanhf is a call per element, and the GELU
- * of a GPT's MLP is the largest elementwise op of its step). exp: x =
- * n ln2 + r with |r| <= ln2/2, e^r by its Taylor series to r^6, 2^n put
- * in the exponent bits; relative error below 3e-7 over [-87, 88].
- * tanh(u) = 1 - 2 / (1 + e^2u): absolute error below 2e-7. */
-static inline float exp_f32(float x)
-{
-    x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
-    const float big = 12582912.0f;   /* 1.5 * 2^23: adding it rounds to an integer */
-    float xn = x == x ? x : 0.0f;    /* a NaN stays in r, not in the integer n */
-    float n = (xn * 1.44269504088896341f + big) - big;
-    float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;   /* ln2 in two parts */
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    int32_t bits = ((int32_t)n + 127) * (1 << 23);
-    float s;
-    memcpy(&s, &bits, 4);
-    return p * s;
-}
+/* tanh in float for GPT-2's GELU, in plain arithmetic that the compiler
+ * vectorises (libm's tanhf is a call per element, and the GELU of a GPT's
+ * MLP is the largest elementwise op of its step): tanh(u) = 1 - 2 / (1 +
+ * e^2u), absolute error below 2e-7. */
 static inline float tanh_f32(float u) { return 1.0f - 2.0f / (1.0f + exp_f32(2.0f * u)); }
 static inline float gelu_tanh_float(float v)
 {
