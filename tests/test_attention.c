@@ -78,9 +78,9 @@ static void compare(mf_dtype dt, int64_t B, int64_t H, int64_t T, int64_t D, dou
 
 START_TEST(matches_unfused)
 {
-    /* T around the tiles (64 query rows, 64 keys) and T = 1 */
-    const int64_t T[] = {1, 2, 15, 17, 63, 64, 65, 127, 128, 130};
-    const int64_t H[] = {1, 3, 2, 1, 2, 1, 3, 2, 1, 2};
+    /* T around the tiles (64 query rows, 256 keys) and T = 1 */
+    const int64_t T[] = {1, 2, 15, 17, 63, 64, 65, 127, 128, 130, 255, 256, 257, 320};
+    const int64_t H[] = {1, 3, 2, 1, 2, 1, 3, 2, 1, 2, 1, 2, 1, 1};
     for (size_t i = 0; i < sizeof T / sizeof *T; i++) {
         compare(MF_F64, 2, H[i], T[i], 8, 1e-11);
         compare(MF_F32, 1, H[i], T[i], 16, 2e-5);

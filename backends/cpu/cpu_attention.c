@@ -11,7 +11,7 @@
 #include "backends/cpu/cpu_math.h"
 #include "base/clones.h"
 
-enum { QR = 64, KC = 64 };   /* query rows and keys per tile */
+enum { QR = 64, KC = 256 };   /* query rows and keys per tile */
 /* every key tile starts at or before its query tile, so no row of a tile
  * is masked whole (its softmax would be 0/0) */
 _Static_assert(KC % QR == 0, "a key tile must cover whole query tiles");
