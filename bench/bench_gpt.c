@@ -2,7 +2,7 @@
  * bench/bench_gpt.c - GPT training throughput and memory (doc/gpt.md).
  *
  *   bench_gpt train     [--preset 10m|gpt2|char] [--batch B] [--threads 1,2]
- *                       [--steps N] [--repeat R] [--bf16]
+ *                       [--steps N] [--repeat R] [--bf16] [--profile]
  *   bench_gpt attention [--threads N] [--heads H] [--head-dim D]
  *   bench_gpt memory    [--preset gpt2] [--batch 4]
  *
@@ -10,7 +10,8 @@
  * random tokens, best of R windows, then one profiled window for the
  * time split (GEMM, attention, the rest) and the GEMMs' GFLOP/s, read
  * against the FMA peak of the CPU engine's ISA (bench/peak.h); --bf16
- * trains under bfloat16 autocast. attention: the fused causal
+ * trains under bfloat16 autocast; --profile adds the microseconds per
+ * step in each kernel class (bench/classes.h). attention: the fused causal
  * attention against the matmul-mask-softmax-matmul composition, forward
  * plus backward time and the bytes the forward keeps for backward, T
  * from 256 to 2048. memory: the allocator's peak during one step and the
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include "bench/peak.h"
+#include "bench/classes.h"
 #include "mpiflow.h"
 
 static void die(const char *what)
@@ -98,7 +100,7 @@ static void preset(const char *name, mf_gpt_config *c)
     c->dropout = 0;
 }
 
-static int bench_train(const char *name, int B, const char *threads, int steps, int repeat)
+static int bench_train(const char *name, int B, const char *threads, int steps, int repeat, bool profile)
 {
     mf_gpt_config c;
     preset(name, &c);
@@ -130,6 +132,7 @@ static int bench_train(const char *name, int B, const char *threads, int steps, 
         double gf = gemm > 0 ? mf_profile_flops(MF_PROF_GEMM) / gemm / 1e9 : 0;
         printf("%-6s %7d %5d %5d %12.0f %7.1f%% %7.1f%% %7.1f%% %9.1f %-12s\n", name, nt, B, T,
                (double)steps * B * T / best, 100 * gemm / tp, 100 * attn / tp, 100 * (tp - gemm - attn) / tp, gf, isa);
+        if (profile) bench_print_classes(tp, steps);
         fflush(stdout);
         run_close(&r);
     }
@@ -231,6 +234,7 @@ static int bench_memory(const char *name, int B)
 static void usage(void)
 {
     puts("usage: bench_gpt train [--preset NAME] [--batch B] [--threads LIST] [--steps N] [--repeat R] [--bf16]\n"
+         "                 [--profile]\n"
          "       bench_gpt attention [--threads N] [--heads H] [--head-dim D]\n"
          "       bench_gpt memory [--preset NAME] [--batch B]\n"
          "GPT tokens/s and time split, fused against unfused attention, and peak memory (doc/performance.md).");
@@ -240,11 +244,11 @@ int main(int argc, char **argv)
 {
     const char *name = NULL, *threads = "1,2";
     int batch = 0, steps = 0, repeat = 3, heads = 12, head_dim = 64;
-    bool bf16 = false;
+    bool bf16 = false, profile = false;
     static const struct option opts[] = {{"preset", 1, 0, 'p'}, {"batch", 1, 0, 'b'}, {"threads", 1, 0, 't'},
                                          {"steps", 1, 0, 's'},  {"repeat", 1, 0, 'r'}, {"heads", 1, 0, 'H'},
-                                         {"head-dim", 1, 0, 'D'}, {"bf16", 0, 0, 'f'},  {"help", 0, 0, 'h'},
-                                         {0, 0, 0, 0}};
+                                         {"head-dim", 1, 0, 'D'}, {"bf16", 0, 0, 'f'},  {"profile", 0, 0, 'P'},
+                                         {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -256,6 +260,7 @@ int main(int argc, char **argv)
         case 'H': heads = atoi(optarg); break;
         case 'D': head_dim = atoi(optarg); break;
         case 'f': bf16 = true; break;
+        case 'P': profile = true; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
         }
@@ -280,7 +285,7 @@ int main(int argc, char **argv)
         rc = bench_memory(name ? name : "gpt2", batch ? batch : 4);
     else
         rc = bench_train(name ? name : "10m", batch ? batch : (name && strstr(name, "gpt2") ? 1 : 8), threads, steps,
-                         repeat);
+                         repeat, profile);
     mf_finalize();
     return rc;
 }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bench/classes.h"
 #include "bench/peak.h"
 #include "mpiflow.h"
 
@@ -53,23 +54,6 @@ static double window(bench *b, int steps)
             exit(1);
         }
     return mf_time() - t0;
-}
-
-/* --profile: microseconds and kernel calls per step in each kernel class, and
- * the time outside them */
-static void print_classes(double seconds, int steps)
-{
-    double total = 0;
-    printf("  us/step:");
-    for (int c = 0; c < MF_PROF_COUNT; c++) {
-        int64_t calls;
-        double s = mf_profile_seconds((mf_prof_class)c, &calls);
-        total += s;
-        if (calls > 0)
-            printf(" %s %.1f (%.0f calls)", mf_profile_class_name((mf_prof_class)c), 1e6 * s / steps,
-                   (double)calls / steps);
-    }
-    printf(" outside %.1f (step %.1f)\n", 1e6 * (seconds - total) / steps, 1e6 * seconds / steps);
 }
 
 static void usage(void)
@@ -166,7 +150,7 @@ int main(int argc, char **argv)
             double cf = conv > 0 ? mf_profile_flops(MF_PROF_CONV) / conv / 1e9 : 0;
             printf("%-6s %7d %6d %12.0f %7.1f%% %7.1f%% %7.1f%% %9.1f %9.1f %-12s\n", models[mi], nt, batch,
                    n * batch / best, 100 * gemm / tp, 100 * conv / tp, 100 * (tp - gemm - conv) / tp, gf, cf, isa);
-            if (profile) print_classes(tp, n);
+            if (profile) bench_print_classes(tp, n);
             fflush(stdout);
             mf_loader_destroy(b.loader);
             mf_optim_destroy(b.optim);

@@ -102,6 +102,49 @@ START_TEST(layer_norm_gradients)
                         mf_test_rand64(MF_DIMS(2, 4), -1, 1)};
     mf_test_gradcheck("layer_norm", ln_fn, 3, in, &nn, 1e-6, 1e-7, 1e-5);
     for (int k = 0; k < 3; k++) mf_tensor_destroy(in[k]);
+    /* rows whose length is not a multiple of the 8 partial sums, with and
+     * without the affine parameters */
+    const int64_t cols[] = {3, 11, 19};
+    for (int c = 0; c < 3; c++) {
+        int one = 1;
+        mf_tensor *x[3] = {mf_test_rand64(MF_DIMS(4, cols[c]), -1, 1), mf_test_rand64(MF_DIMS(cols[c]), 0.5, 1.5),
+                           mf_test_rand64(MF_DIMS(cols[c]), -1, 1)};
+        mf_test_gradcheck("layer_norm affine", ln_fn, 3, x, &one, 1e-6, 1e-7, 1e-5);
+        mf_test_gradcheck("layer_norm plain", ln_fn, 1, x, &one, 1e-6, 1e-7, 1e-5);
+        for (int k = 0; k < 3; k++) mf_tensor_destroy(x[k]);
+    }
+}
+END_TEST
+
+/* f32 rows of a GPT's width (and one more) agree with f64 */
+START_TEST(layer_norm_f32)
+{
+    const int64_t cols[] = {384, 389};
+    for (int c = 0; c < 2; c++) {
+        mf_tensor *x = mf_test_rand64(MF_DIMS(6, cols[c]), -2, 3), *w = mf_test_rand64(MF_DIMS(cols[c]), 0.5, 1.5),
+                  *b = mf_test_rand64(MF_DIMS(cols[c]), -1, 1);
+        mf_tensor *r = mf_test_rand64(MF_DIMS(6, cols[c]), -1, 1);
+        mf_tensor *in[6] = {x, w, b};
+        for (int k = 0; k < 3; k++) {   /* f32 leaves of the same values */
+            mf_tensor *c32 = mf_cast(in[k], MF_F32);
+            in[k + 3] = mf_tensor_detach(c32);
+            mf_tensor_destroy(c32);
+            ck_assert_ok(mf_tensor_set_requires_grad(in[k + 3], true));
+        }
+        mf_tensor *xf = in[3], *wf = in[4], *bf = in[5], *rf = mf_cast(r, MF_F32);
+        mf_tensor *y = mf_layer_norm(x, 1, w, b, 1e-5), *yf = mf_layer_norm(xf, 1, wf, bf, 1e-5);
+        ck_assert_msg(mf_test_max_diff(y, yf, true) < 1e-5, "f32 layer norm differs by %g", mf_test_max_diff(y, yf, true));
+        /* backward of sum(y r): all three gradients */
+        mf_tensor *p = mf_mul(y, r), *pf = mf_mul(yf, rf), *l = mf_sum_all(p), *lf = mf_sum_all(pf);
+        ck_assert_ok(mf_backward(l));
+        ck_assert_ok(mf_backward(lf));
+        for (int k = 0; k < 3; k++) {
+            double d = mf_test_max_diff(mf_tensor_grad(in[k]), mf_tensor_grad(in[k + 3]), true);
+            ck_assert_msg(d < 1e-4, "f32 layer norm gradient %d differs by %g", k, d);
+        }
+        mf_tensor *all[] = {x, w, b, r, xf, wf, bf, rf, y, yf, p, pf, l, lf};
+        for (int k = 0; k < 14; k++) mf_tensor_destroy(all[k]);
+    }
 }
 END_TEST
 
@@ -146,6 +189,7 @@ static Suite *suite(void)
     tcase_add_test(tc, batch_norm_errors);
     tcase_add_test(tc, layer_norm);
     tcase_add_test(tc, layer_norm_gradients);
+    tcase_add_test(tc, layer_norm_f32);
     tcase_add_test(tc, dropout);
     suite_add_tcase(s, tc);
     return s;

@@ -41,4 +41,23 @@ static inline float sum16_f32(const float *x, int64_t n)
     return acc[0];
 }
 
+/* res = the sum of EXPR over VAR = 0..n-1 in double, in 8 partial sums
+ * (term j into sum j mod 8) added pairwise at the end: vectorised, and
+ * one fixed order whatever the vector width. */
+#define CPU_SUM8(res, n, VAR, EXPR)                                                  \
+    do {                                                                             \
+        double acc_[8] = {0};                                                        \
+        int64_t i0_ = 0;                                                             \
+        for (; i0_ + 8 <= (n); i0_ += 8)                                             \
+            for (int k_ = 0; k_ < 8; k_++) {                                         \
+                int64_t VAR = i0_ + k_;                                              \
+                acc_[k_] += (EXPR);                                                  \
+            }                                                                        \
+        for (int k_ = 0; i0_ + k_ < (n); k_++) {                                     \
+            int64_t VAR = i0_ + k_;                                                  \
+            acc_[k_] += (EXPR);                                                      \
+        }                                                                            \
+        (res) = ((acc_[0] + acc_[4]) + (acc_[2] + acc_[6])) + ((acc_[1] + acc_[5]) + (acc_[3] + acc_[7])); \
+    } while (0)
+
 #endif

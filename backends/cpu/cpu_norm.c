@@ -5,6 +5,8 @@
 #include <math.h>
 #include "backends/cpu/cpu_iter.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_math.h"
+#include "base/clones.h"
 
 #define T float
 #define SFX f32

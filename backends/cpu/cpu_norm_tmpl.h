@@ -6,7 +6,8 @@
  * n*s values (biased variance to normalise, unbiased for the running
  * variance, as PyTorch). Backward in training mode:
  *   gx = w*invstd/M * (M*gy - sum(gy) - xhat*sum(gy*xhat)),  M = n*s.
- * Layer norm over [rows, cols]: statistics per row. Sums in double.
+ * Layer norm over [rows, cols]: statistics per row, a row's sums in double
+ * in 8 partial sums (CPU_SUM8), each row compiled also for AVX2/AVX-512.
  */
 #define CAT_(a, b) a##_##b
 #define CAT(a, b) CAT_(a, b)
@@ -86,22 +87,47 @@ static void FN(bn_bwd)(const mfi_bnorm *p, T *gx, T *gw, T *gb, const T *gy, con
     }
 }
 
+/* One row of layer norm: y = (x - mean) rstd w + b. */
+CPU_CLONES static void FN(ln_row_fwd)(int64_t cols, double eps, T *restrict o, const T *restrict a,
+                                      const T *restrict w, const T *restrict b, T *mean, T *rstd)
+{
+    double sum, sq;
+    CPU_SUM8(sum, cols, j, (double)a[j]);
+    double mu = cols ? sum / (double)cols : 0;
+    CPU_SUM8(sq, cols, j, ((double)a[j] - mu) * ((double)a[j] - mu));
+    double rs = 1.0 / sqrt((cols ? sq / (double)cols : 0) + eps);
+    *mean = (T)mu;
+    *rstd = (T)rs;
+    if (w && b)
+        for (int64_t j = 0; j < cols; j++) o[j] = (T)(((double)a[j] - mu) * rs * w[j] + b[j]);
+    else
+        for (int64_t j = 0; j < cols; j++) o[j] = (T)(((double)a[j] - mu) * rs * (w ? w[j] : 1) + (b ? b[j] : 0));
+}
+
 static void FN(ln_fwd)(int64_t rows, int64_t cols, double eps, T *y, const T *x, const T *w, const T *b, T *mean,
                        T *rstd)
 {
     #pragma omp parallel for if (cpu_par(rows * cols)) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const T *a = x + r * cols;
-        double sum = 0, sq = 0;
-        for (int64_t j = 0; j < cols; j++) sum += a[j];
-        double mu = cols ? sum / (double)cols : 0;
-        for (int64_t j = 0; j < cols; j++) sq += (a[j] - mu) * (a[j] - mu);
-        double rs = 1.0 / sqrt((cols ? sq / (double)cols : 0) + eps);
-        mean[r] = (T)mu;
-        rstd[r] = (T)rs;
-        T *o = y + r * cols;
+    for (int64_t r = 0; r < rows; r++)
+        FN(ln_row_fwd)(cols, eps, y + r * cols, x + r * cols, w, b, mean + r, rstd + r);
+}
+
+/* One row of layer norm's input gradient:
+ *   gx = rstd/cols (cols gy w - sum(gy w) - xhat sum(gy w xhat)). */
+CPU_CLONES static void FN(ln_row_gx)(int64_t cols, T *restrict o, const T *restrict g, const T *restrict a,
+                                     const T *restrict w, double mu, double rs)
+{
+    double s1, s2;
+    if (w) {
+        CPU_SUM8(s1, cols, j, (double)g[j] * w[j]);
+        CPU_SUM8(s2, cols, j, (double)g[j] * w[j] * (((double)a[j] - mu) * rs));
         for (int64_t j = 0; j < cols; j++)
-            o[j] = (T)((a[j] - mu) * rs * (w ? w[j] : 1) + (b ? b[j] : 0));
+            o[j] = (T)(rs / (double)cols * ((double)cols * ((double)g[j] * w[j]) - s1 - ((double)a[j] - mu) * rs * s2));
+    } else {
+        CPU_SUM8(s1, cols, j, (double)g[j]);
+        CPU_SUM8(s2, cols, j, (double)g[j] * (((double)a[j] - mu) * rs));
+        for (int64_t j = 0; j < cols; j++)
+            o[j] = (T)(rs / (double)cols * ((double)cols * g[j] - s1 - ((double)a[j] - mu) * rs * s2));
     }
 }
 
@@ -110,20 +136,8 @@ static void FN(ln_bwd)(int64_t rows, int64_t cols, T *gx, T *gw, T *gb, const T 
 {
     if (gx) {
         #pragma omp parallel for if (cpu_par(rows * cols)) schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            const T *g = gy + r * cols, *a = x + r * cols;
-            double mu = mean[r], rs = rstd[r], s1 = 0, s2 = 0;
-            for (int64_t j = 0; j < cols; j++) {
-                double gw_ = g[j] * (w ? w[j] : 1);
-                s1 += gw_;
-                s2 += gw_ * (a[j] - mu) * rs;
-            }
-            T *o = gx + r * cols;
-            for (int64_t j = 0; j < cols; j++) {
-                double gw_ = g[j] * (w ? w[j] : 1), xh = (a[j] - mu) * rs;
-                o[j] = (T)(rs / (double)cols * ((double)cols * gw_ - s1 - xh * s2));
-            }
-        }
+        for (int64_t r = 0; r < rows; r++)
+            FN(ln_row_gx)(cols, gx + r * cols, gy + r * cols, x + r * cols, w, mean[r], rstd[r]);
     }
     if (gw || gb) {
         /* per column, the sums over rows in row order; a block of columns
