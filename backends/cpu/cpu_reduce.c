@@ -82,6 +82,7 @@ static bool rows_case(const mfi_red_plan *p)
 
 #define flat_offset(p, q) mfi_offset_of((q), (p)->nr, (p)->rshape, (p)->rstride)
 
+enum { ROWS_BLOCK = 2048 };   /* columns summed at once: 16 KiB of double sums */
 #define ROWS_FN(NAME, T)                                                             \
     static void NAME(mfi_redop op, const mfi_red_plan *p, T *out, const T *in)           \
     {                                                                                \
@@ -92,9 +93,9 @@ static bool rows_case(const mfi_red_plan *p)
             cpu_share((cols + 7) / 8, &lo, &hi);                                     \
             lo *= 8;                                                                 \
             hi = hi * 8 < cols ? hi * 8 : cols;                                      \
-            double acc[512];                                                         \
-            for (int64_t c0 = lo; c0 < hi; c0 += 512) {                              \
-                int64_t w = hi - c0 < 512 ? hi - c0 : 512;                           \
+            double acc[ROWS_BLOCK];                                                  \
+            for (int64_t c0 = lo; c0 < hi; c0 += ROWS_BLOCK) {                       \
+                int64_t w = hi - c0 < ROWS_BLOCK ? hi - c0 : ROWS_BLOCK;             \
                 for (int64_t j = 0; j < w; j++) acc[j] = op == MFI_RED_MAX ? -INFINITY : 0.0; \
                 for (int64_t q = 0; q < p->nred; q++) {                              \
                     const T *a = in + flat_offset(p, q) + c0;                        \
