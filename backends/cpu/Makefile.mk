@@ -1,7 +1,8 @@
 # backends/cpu: oneDNN or OpenBLAS GEMMs and convolutions, OpenMP kernels on raw buffers.
 noinst_LTLIBRARIES += backends/cpu/libmf_cpu.la
 backends_cpu_libmf_cpu_la_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
-backends_cpu_libmf_cpu_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+# -fno-math-errno: sqrt (exact either way) vectorises; nothing here reads errno
+backends_cpu_libmf_cpu_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -fno-math-errno
 backends_cpu_libmf_cpu_la_SOURCES = \
 	backends/cpu/cpu_backend.c backends/cpu/cpu_copy.c backends/cpu/cpu_elementwise.c \
 	backends/cpu/cpu_reduce.c backends/cpu/cpu_gemm.c backends/cpu/cpu_conv.c \
