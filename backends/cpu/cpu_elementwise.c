@@ -143,8 +143,7 @@ mf_status mfi_cpu_unary_fwd(mfi_unop op, mfi_cv *out, mfi_cv *x, double alpha)
     case OPC:                                                                      \
         _Pragma("omp parallel for if (cpu_par(n)) schedule(static)")               \
         for (int64_t i = 0; i < n; i++) {                                          \
-            T g = gy[i];                                                           \
-            T xv = xp ? xp[i] : (T)0, yv = yp ? yp[i] : (T)0;                      \
+            T g = gy[i], xv = xs[i], yv = ys[i];                                   \
             (void)xv; (void)yv;                                                    \
             gx[i] = (EXPR);                                                        \
         }                                                                          \
@@ -154,6 +153,9 @@ mf_status mfi_cpu_unary_fwd(mfi_unop op, mfi_cv *out, mfi_cv *x, double alpha)
     static mf_status NAME(mfi_unop op, int64_t n, T *gx, const T *gy, const T *xp, \
                           const T *yp, T alpha)                                    \
     {                                                                              \
+        /* an operand the op does not read points at gy: loads stay unconditional, \
+         * so the loops vectorise */                                               \
+        const T *xs = xp ? xp : gy, *ys = yp ? yp : gy;                            \
         switch (op) {                                                              \
             UB_CASE(T, MFI_UN_NEG, -g)                                                \
             UB_CASE(T, MFI_UN_SCALE, alpha * g)                                       \
