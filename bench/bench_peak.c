@@ -21,7 +21,8 @@ int main(int argc, char **argv)
         else if (o == 'r') repeat = atoi(optarg);
         else {
             puts("usage: bench_peak [--threads LIST] [--repeat R]\n"
-                 "GFLOP/s of a register-only FMA loop (and bfloat16 dot products) per ISA and thread count:\n"
+                 "GFLOP/s of a register-only FMA loop (and bfloat16 dot products, AMX tile products where the CPU\n"
+                 "and kernel allow them) per ISA and thread count:\n"
                  "the ceiling no GEMM can pass. Rows: isa threads gflops.");
             return o == 'h' ? 0 : 2;
         }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cblas.h>
 #include "backends/cpu/cpu_engine.h"
 #include "base/error.h"
 
@@ -59,10 +60,11 @@ const char *mf_cpu_engine_describe(char *buf, size_t size)
         snprintf(buf, size, "gemm/linear/matmul and conv2d: onednn, isa %s (%s); bf16 %s; attention: mpiflow "
                  "OpenMP tiles on dnnl_sgemm; pooling, norms: mpiflow OpenMP", mfi_dnnl_isa(), impls, mfi_dnnl_bf16_native() ? "native" : "emulated (rounded, f32 multiply)");
     } else {
-        const char *ct = getenv("OPENBLAS_CORETYPE");
-        snprintf(buf, size, "gemm/linear/matmul: openblas%s%s%s; conv2d: im2col + openblas; bf16 emulated (rounded, f32 "
-                 "multiply); attention: mpiflow OpenMP tiles on openblas; pooling, norms: mpiflow OpenMP", ct ? " (OPENBLAS_CORETYPE=" : "", ct ? ct : "",
-                 ct ? ")" : "");
+        /* the kernels OpenBLAS chose for this CPU (or OPENBLAS_CORETYPE) */
+        const char *ct = getenv("OPENBLAS_CORETYPE"), *core = openblas_get_corename();
+        snprintf(buf, size, "gemm/linear/matmul: openblas, core %s%s%s%s; conv2d: im2col + openblas; bf16 emulated "
+                 "(rounded, f32 multiply); attention: mpiflow OpenMP tiles on openblas; pooling, norms: mpiflow OpenMP",
+                 core ? core : "unknown", ct ? " (OPENBLAS_CORETYPE=" : "", ct ? ct : "", ct ? ")" : "");
     }
     return buf;
 }
