@@ -28,14 +28,12 @@ const char *peak_isa_name(peak_isa isa)
     return (unsigned)isa < PEAK_ISA_COUNT ? names[isa] : "?";
 }
 
-/* AMX: the CPU has AMX-BF16 (CPUID leaf 7: EDX bits 22 and 24) and the
- * kernel lets this process use the tile data (XFEATURE_XTILEDATA, 18) */
+/* AMX: the CPU has AMX-BF16 and the kernel lets this process use the
+ * tile data (XFEATURE_XTILEDATA, 18) */
 static bool amx_permitted(void)
 {
 #if defined(__linux__) && defined(SYS_arch_prctl)
-    unsigned a = 7, b, c = 0, d;
-    __asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
-    if (!(d & (1u << 22)) || !(d & (1u << 24))) return false;
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
     return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18) == 0;
 #else
     return false;
