@@ -25,11 +25,26 @@ void mfi_prof_gemm_flops(const mfi_gemm *g)
     if (mfi_prof_on) prof_flops[MF_PROF_GEMM] += 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
 }
 
+/* Output positions times kernel taps along one dimension that land on
+ * the input: a tap on the zero padding multiplies nothing, and a direct
+ * convolution (oneDNN's) skips it, so it is not counted. */
+static double conv_taps(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad, int64_t dil)
+{
+    double n = 0;
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t j = 0; j < k; j++) {
+            int64_t i = o * stride - pad + j * dil;
+            n += i >= 0 && i < in;
+        }
+    return n;
+}
+
 void mfi_prof_conv_flops(const mfi_conv2d *p)
 {
     if (mfi_prof_on)
-        prof_flops[MF_PROF_CONV] += 2.0 * (double)p->n * (double)p->oc * (double)(p->oh * p->ow) *
-                                    (double)(p->c / p->groups) * p->kh * p->kw;
+        prof_flops[MF_PROF_CONV] += 2.0 * (double)p->n * (double)p->oc * (double)(p->c / p->groups) *
+                                    conv_taps(p->h, p->oh, p->kh, p->stride[0], p->padding[0], p->dilation[0]) *
+                                    conv_taps(p->w, p->ow, p->kw, p->stride[1], p->padding[1], p->dilation[1]);
 }
 
 double mf_profile_flops(mf_prof_class c) { return (unsigned)c < MF_PROF_COUNT ? prof_flops[c] : 0.0; }

@@ -1,16 +1,19 @@
 /*
  * tests/test_conv.c - conv2d against a direct-loop reference for
- * strides, padding, dilation and groups; pooling against hand values;
+ * strides, padding, dilation and groups, and the profiler's count of its
+ * multiply-adds against the reference's; pooling against hand values;
  * finite-difference gradients; shape errors.
  */
 #include <stdlib.h>
 #include "tests/test_util.h"
 
-/* y[n,o,i,j] = b[o] + sum_{c,ki,kj} x[n, g*Cg + c, i*s - p + ki*d, ...] * w[o, c, ki, kj] */
-static void conv_ref(const double *x, const double *w, const double *b, double *y, int N, int C, int H, int W, int O,
+/* y[n,o,i,j] = b[o] + sum_{c,ki,kj} x[n, g*Cg + c, i*s - p + ki*d, ...] * w[o, c, ki, kj];
+ * returns the multiply-adds done (taps on the padding skipped) */
+static int64_t conv_ref(const double *x, const double *w, const double *b, double *y, int N, int C, int H, int W, int O,
                      int KH, int KW, const mf_conv2d_params *p, int OH, int OW)
 {
     int cg = C / p->groups, og = O / p->groups;
+    int64_t macs = 0;
     for (int n = 0; n < N; n++)
         for (int o = 0; o < O; o++)
             for (int i = 0; i < OH; i++)
@@ -24,9 +27,11 @@ static void conv_ref(const double *x, const double *w, const double *b, double *
                                 int iw = j * p->stride[1] - p->padding[1] + kj * p->dilation[1];
                                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                                 s += x[((n * C + g * cg + c) * H + ih) * W + iw] * w[((o * cg + c) * KH + ki) * KW + kj];
+                                macs++;
                             }
                     y[((n * O + o) * OH + i) * OW + j] = s;
                 }
+    return macs;
 }
 
 typedef struct conv_case {
@@ -53,7 +58,10 @@ START_TEST(conv_matches_reference)
             mf_tensor *x = mf_randn(type, MF_DIMS(c->n, c->c, c->h, c->w));
             mf_tensor *w = mf_randn(type, MF_DIMS(c->o, c->c / c->p.groups, c->kh, c->kw));
             mf_tensor *b = mf_randn(type, MF_DIMS(c->o));
+            mf_profile_reset();
+            mf_profile_enable(true);
             mf_tensor *y = mf_conv2d(x, w, b, &c->p);
+            mf_profile_enable(false);
             ck_assert_nonnull(y);
             int oh = out_size(c->h, c->kh, c->p.stride[0], c->p.padding[0], c->p.dilation[0]);
             int ow = out_size(c->w, c->kw, c->p.stride[1], c->p.padding[1], c->p.dilation[1]);
@@ -65,7 +73,9 @@ START_TEST(conv_matches_reference)
             mf_tensor_copy_out(w, MF_F64, wv, nw);
             mf_tensor_copy_out(b, MF_F64, bv, c->o);
             mf_tensor_copy_out(y, MF_F64, yv, ny);
-            conv_ref(xv, wv, bv, rv, c->n, c->c, c->h, c->w, c->o, c->kh, c->kw, &c->p, oh, ow);
+            int64_t macs = conv_ref(xv, wv, bv, rv, c->n, c->c, c->h, c->w, c->o, c->kh, c->kw, &c->p, oh, ow);
+            ck_assert_msg(mf_profile_flops(MF_PROF_CONV) == 2.0 * (double)macs, "case %zu: profiler counts %.0f FLOPs, reference %lld",
+                          ci, mf_profile_flops(MF_PROF_CONV), 2 * (long long)macs);
             for (int64_t i = 0; i < ny; i++)
                 ck_assert_msg(fabs(yv[i] - rv[i]) < (dt ? 1e-10 : 1e-4) * (1 + fabs(rv[i])),
                               "case %zu %s: y[%lld] = %g, reference %g", ci, dt ? "f64" : "f32", (long long)i, yv[i], rv[i]);

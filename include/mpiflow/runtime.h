@@ -98,7 +98,8 @@ MF_API void mf_profile_reset(void);
 /* Seconds accumulated in one class and the number of kernel calls. */
 MF_API double mf_profile_seconds(mf_prof_class c, int64_t *calls);
 /* Floating-point operations done in a class: GEMMs and convolutions
- * count 2 per multiply-add (0 for the other classes). With
+ * count 2 per multiply-add (0 for the other classes); a convolution's
+ * taps on the zero padding are not counted, as they multiply nothing. With
  * mf_profile_seconds, the rate a kernel class ran at inside training. */
 MF_API double mf_profile_flops(mf_prof_class c);
 MF_API const char *mf_profile_class_name(mf_prof_class c);
