@@ -167,6 +167,48 @@ START_TEST(pool_forward)
 }
 END_TEST
 
+/* 2x2 max pooling in f32 (16 windows at a time where the CPU has
+ * AVX-512) against the f64 path (one window at a time), on small
+ * integers (many ties) with NaNs: the same maxima, the same index per
+ * window, so the same gradient, bit for bit. Rows of 37 and 64 make
+ * chunks of 16 windows with and without a remainder, odd sizes a row
+ * and a column that no window covers. */
+START_TEST(max_pool_2x2_paths_agree)
+{
+    const int64_t shapes[][4] = {{2, 3, 7, 37}, {3, 2, 6, 64}, {1, 1, 2, 2}, {2, 2, 5, 3}};
+    mf_pool2d_params p = mf_pool2d_defaults(2);
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const int64_t *sh = shapes[si];
+        int64_t n = sh[0] * sh[1] * sh[2] * sh[3], on = sh[0] * sh[1] * (sh[2] / 2) * (sh[3] / 2);
+        double *xv = malloc(n * 8), *wv = malloc(on * 8);
+        for (int64_t i = 0; i < n; i++) xv[i] = i % 97 == 13 ? NAN : (double)(rand() % 5);
+        for (int64_t i = 0; i < on; i++) wv[i] = (double)(1 + rand() % 7);
+        double *y[2], *gx[2];
+        for (int k = 0; k < 2; k++) {
+            mf_dtype dt = k ? MF_F64 : MF_F32;
+            mf_tensor *x64 = mf_from_data(MF_F64, 4, sh, xv), *x = mf_cast(x64, dt);
+            int64_t osh[4] = {sh[0], sh[1], sh[2] / 2, sh[3] / 2};
+            mf_tensor *w64 = mf_from_data(MF_F64, 4, osh, wv), *w = mf_cast(w64, dt);
+            mf_tensor_set_requires_grad(x, true);
+            mf_tensor *yt = mf_max_pool2d(x, &p), *prod = mf_mul(yt, w), *s = mf_sum_all(prod);
+            ck_assert_int_eq(mf_backward(s), MF_OK);
+            y[k] = malloc(on * 8);
+            gx[k] = malloc(n * 8);
+            mf_tensor_copy_out(yt, MF_F64, y[k], on);
+            mf_tensor_copy_out(mf_tensor_grad(x), MF_F64, gx[k], n);
+            mf_tensor *all[] = {x64, x, w64, w, yt, prod, s};
+            for (int i = 0; i < 7; i++) mf_tensor_destroy(all[i]);
+        }
+        for (int64_t i = 0; i < on; i++)
+            ck_assert_msg((isnan(y[0][i]) && isnan(y[1][i])) || y[0][i] == y[1][i], "shape %zu: y[%lld] f32 %g, f64 %g", si,
+                          (long long)i, y[0][i], y[1][i]);
+        for (int64_t i = 0; i < n; i++)
+            ck_assert_msg(gx[0][i] == gx[1][i], "shape %zu: gx[%lld] f32 %g, f64 %g", si, (long long)i, gx[0][i], gx[1][i]);
+        free(xv); free(wv); free(y[0]); free(y[1]); free(gx[0]); free(gx[1]);
+    }
+}
+END_TEST
+
 typedef struct { int kind; mf_pool2d_params p; } pool_case;
 
 static mf_tensor *pool_fn(mf_tensor **in, void *u)
@@ -212,6 +254,7 @@ static Suite *suite(void)
     tcase_add_test(tc, conv_gradients);
     tcase_add_test(tc, conv_errors);
     tcase_add_test(tc, pool_forward);
+    tcase_add_test(tc, max_pool_2x2_paths_agree);
     tcase_add_test(tc, pool_gradients);
     tcase_add_test(tc, pool_errors);
     suite_add_tcase(s, tc);
