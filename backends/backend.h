@@ -72,9 +72,15 @@ typedef struct mfi_conv2d {
     int kh, kw;
     int stride[2], padding[2], dilation[2], groups;
     bool bf16;                   /* as mfi_gemm.bf16, for the convolution's GEMMs */
-    /* NULL, or bfloat16 images of x, w and gy, as mfi_gemm.a16 */
+    /* NULL, or bfloat16 images of x, w and gy, as mfi_gemm.a16: plain
+     * (NCHW, OIHW), or in the engine's own layout where *_own is set
+     * (mfi_backend.conv_image) */
     const void *x16, *w16, *gy16;
+    bool x16_own, w16_own, gy16_own;
 } mfi_conv2d;
+
+/* A convolution's operands, for mfi_backend.conv_image */
+enum { MFI_CONV_X, MFI_CONV_W, MFI_CONV_GY };
 
 typedef struct mfi_pool2d {
     int64_t n, c, h, w, oh, ow;
@@ -193,6 +199,13 @@ typedef struct mfi_backend {
      * contiguous floats to one, ties to even. */
     bool (*bf16_images)(void);
     mf_status (*bf16_image)(void *dst, const float *src, int64_t n);
+    /* Optional, with bf16_images: the bytes of a convolution operand's
+     * (MFI_CONV_*) bfloat16 image in the layout the engine's kernels read
+     * it in (0: none; the plain image then), and the conversion of the
+     * contiguous f32 operand into one: the conversion and the engine's
+     * reorder in one pass, made once for the passes that read it. */
+    int64_t (*conv_image_bytes)(const mfi_conv2d *p, int which);
+    mf_status (*conv_image)(const mfi_conv2d *p, int which, void *dst, const float *src);
     /* Its gemm adds mfi_gemm.bias itself (else the op writes the bias
      * into C first and asks for beta 1). */
     bool gemm_bias;

@@ -145,6 +145,10 @@ mf_tensor *mfi_bf16_operand(mf_tensor *x, bool contiguous);
  * there is none to make, and the kernels convert t themselves. The
  * conversion is timed as class cls. */
 mf_tensor *mfi_bf16_image(mf_tensor *t, mf_prof_class cls);
+/* The same for operand `which` (MFI_CONV_*) of convolution g: in the
+ * backend's own layout where it has one (*own set: mfi_backend.conv_image),
+ * else plain. Timed as MF_PROF_CONV. */
+mf_tensor *mfi_conv_image(mf_tensor *t, const mfi_conv2d *g, int which, bool *own);
 
 /* ------------------------------------------------------------- profiling */
 extern bool mfi_prof_on;

@@ -27,6 +27,8 @@ const mfi_backend mfi_cpu_backend = {
     .bf16_in_kernel = true,
     .bf16_images = mf_cpu_bf16_native,
     .bf16_image = mfi_dnnl_bf16_image,
+    .conv_image_bytes = mfi_dnnl_conv_image_bytes,
+    .conv_image = mfi_dnnl_conv_image,
     .gemm_bias = true,
 #define MFI_CPU_SLOT(name, args) .name = mfi_cpu_##name,
     MFI_KERNELS(MFI_CPU_SLOT)

@@ -31,6 +31,10 @@ mf_status mfi_dnnl_sgemm_serial(const mfi_gemm *g);
 mfi_gemm mfi_cpu_bias_rows(const mfi_gemm *g);
 /* n contiguous floats to bfloat16, ties to even (native bfloat16 only) */
 mf_status mfi_dnnl_bf16_image(void *dst, const float *src, int64_t n);
+/* a convolution operand's bfloat16 image in the layout oneDNN's
+ * primitives read (mfi_backend.conv_image; 0 bytes: none) */
+int64_t mfi_dnnl_conv_image_bytes(const mfi_conv2d *p, int which);
+mf_status mfi_dnnl_conv_image(const mfi_conv2d *p, int which, void *dst, const float *src);
 mf_status mfi_dnnl_conv_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias);
 mf_status mfi_dnnl_conv_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w);
 mf_status mfi_dnnl_conv_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x);

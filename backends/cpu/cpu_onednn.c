@@ -48,7 +48,7 @@ static mf_status dnnl_start(void)
 }
 
 /* ---------------------------------------------------------------- cache */
-enum { K_MATMUL, K_CONV_FWD, K_CONV_FWD_BIAS, K_CONV_BWD_DATA, K_CONV_BWD_FILTER };
+enum { K_MATMUL, K_CONV_FWD, K_CONV_FWD_BIAS, K_CONV_BWD_DATA, K_CONV_BWD_FILTER, K_CONV_IMAGE };
 enum { A_SRC, A_WEI, A_BIAS, A_DST, A_NARGS };   /* a primitive's slots, whatever their role */
 
 typedef struct prim_key {
@@ -473,11 +473,9 @@ static dnnl_primitive_attr_t user_scratch_attr(void)
     return attr;
 }
 
-/* Creates the entry of one convolution pass (kind) on first use. */
-static mf_status conv_prim(const mfi_conv2d *p, int kind, prim **ep)
+/* The key of p's convolution pass `kind` (geometry in v[0..15]). */
+static prim_key conv_key(const mfi_conv2d *p, int kind)
 {
-    dnnl_dims_t pr;
-    if (p->c % p->groups || p->oc % p->groups || !pad_right(p, pr)) return MFI_DNNL_DECLINED;
     prim_key key;
     memset(&key, 0, sizeof key);
     key.kind = kind;
@@ -485,59 +483,185 @@ static mf_status conv_prim(const mfi_conv2d *p, int kind, prim **ep)
     int64_t v[] = {p->n, p->c, p->h, p->w, p->oc, p->oh, p->ow, p->kh, p->kw, p->stride[0], p->stride[1],
                    p->padding[0], p->padding[1], p->dilation[0], p->dilation[1], p->groups};
     memcpy(key.v, v, sizeof v);
-    MF_TRY(dnnl_start());
-    bool found;
-    prim *e = cache_get(&key, &found);
-    *ep = e;
-    if (found) return e->declined ? MFI_DNNL_DECLINED : MF_OK;
-    bool bf16 = key.bf16;
+    return key;
+}
+
+/* The primitive descriptor of one convolution pass, its operands asked
+ * for in "any" layouts, and their plain descriptors in md (slot A_SRC
+ * holds x or gx, A_WEI w or gw, A_DST y or gy). In a backward pass the
+ * gradient flowing in is bfloat16 under autocast, the one computed f32. */
+static dnnl_status_t conv_pd(const mfi_conv2d *p, int kind, bool bf16, dnnl_primitive_desc_t *pd,
+                             dnnl_memory_desc_t md[A_NARGS])
+{
+    dnnl_dims_t pr;
+    pad_right(p, pr);
     dnnl_primitive_attr_t attr = user_scratch_attr();
-    dnnl_memory_desc_t md[A_NARGS];
-    dnnl_primitive_desc_t fwd = NULL, pd = NULL;
+    dnnl_primitive_desc_t fwd = NULL;
+    *pd = NULL;
     dnnl_status_t s = attr ? conv_fwd_pd(p, bf16, kind == K_CONV_FWD_BIAS, &fwd, md, attr) : dnnl_out_of_memory;
-    dnnl_dims_t st = {p->stride[0], p->stride[1]}, dil = {p->dilation[0] - 1, p->dilation[1] - 1};
-    dnnl_dims_t pl = {p->padding[0], p->padding[1]};
-    dnnl_data_type_t it = bf16 ? dnnl_bf16 : dnnl_f32;
-    const dnnl_memory_desc_t *um[A_NARGS] = {0};
-    int arg[A_NARGS] = {0};
-    bool outp[A_NARGS] = {0};
     if (s == dnnl_success && (kind == K_CONV_FWD || kind == K_CONV_FWD_BIAS)) {
-        pd = fwd;
+        *pd = fwd;
         fwd = NULL;
-        um[A_SRC] = &md[A_SRC], arg[A_SRC] = DNNL_ARG_SRC;
-        um[A_WEI] = &md[A_WEI], arg[A_WEI] = DNNL_ARG_WEIGHTS;
-        if (kind == K_CONV_FWD_BIAS) um[A_BIAS] = &md[A_BIAS], arg[A_BIAS] = DNNL_ARG_BIAS;
-        um[A_DST] = &md[A_DST], arg[A_DST] = DNNL_ARG_DST, outp[A_DST] = true;
     } else if (s == dnnl_success) {
-        /* backward: the gradient flowing in is bfloat16 under autocast, the one
-         * computed f32; slot A_SRC holds x or gx, A_WEI w or gw, A_DST gy */
-        conv_mds(p, kind == K_CONV_BWD_DATA ? dnnl_f32 : it, &md[A_SRC], &md[A_WEI], &md[A_BIAS], &md[A_DST], it,
-                 kind == K_CONV_BWD_DATA ? it : dnnl_f32);
+        dnnl_dims_t st = {p->stride[0], p->stride[1]}, dil = {p->dilation[0] - 1, p->dilation[1] - 1};
+        dnnl_dims_t pl = {p->padding[0], p->padding[1]};
+        dnnl_data_type_t it = bf16 ? dnnl_bf16 : dnnl_f32;
+        bool data = kind == K_CONV_BWD_DATA;
+        conv_mds(p, data ? dnnl_f32 : it, &md[A_SRC], &md[A_WEI], &md[A_BIAS], &md[A_DST], it, data ? it : dnnl_f32);
         dnnl_memory_desc_t ax, aw, ay;
         any_of(&ax, &md[A_SRC]);
         any_of(&aw, &md[A_WEI]);
         any_of(&ay, &md[A_DST]);
         dnnl_convolution_desc_t d;
-        if (kind == K_CONV_BWD_DATA)
+        if (data)
             s = dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &ax, &aw, &ay, st, dil, pl, pr);
         else
             s = dnnl_dilated_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &ax, &aw, NULL, &ay, st,
                                                                     dil, pl, pr);
-        if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &d, attr, eng, fwd);
+        if (s == dnnl_success) s = dnnl_primitive_desc_create(pd, &d, attr, eng, fwd);
+    }
+    if (fwd) dnnl_primitive_desc_destroy(fwd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return s;
+}
+
+/* Operand `which`'s slot in a pass, and whether the pass reads it. */
+static const int image_slot[3] = {A_SRC, A_WEI, A_DST};
+static bool pass_reads(int kind, int which)
+{
+    if (which == MFI_CONV_X) return kind != K_CONV_BWD_DATA;
+    if (which == MFI_CONV_W) return kind != K_CONV_BWD_FILTER;
+    return kind == K_CONV_BWD_DATA || kind == K_CONV_BWD_FILTER;
+}
+
+/* The entry of operand `which`'s bfloat16 image (bf16 p): a reorder from
+ * its plain f32 layout into the one the first pass to read it wants (x
+ * and w: the forward; gy: the backward-filter, which every training step
+ * runs), created on first use. Its A_DST memory describes the image. */
+static mf_status image_entry(const mfi_conv2d *p, int which, prim **ep)
+{
+    dnnl_dims_t pr;
+    if (!p->bf16 || p->c % p->groups || p->oc % p->groups || !pad_right(p, pr)) return MFI_DNNL_DECLINED;
+    prim_key key = conv_key(p, K_CONV_IMAGE);
+    key.v[16] = which;
+    MF_TRY(dnnl_start());
+    bool found;
+    prim *e = cache_get(&key, &found);
+    *ep = e;
+    if (found) return e->declined ? MFI_DNNL_DECLINED : MF_OK;
+    dnnl_memory_desc_t md[A_NARGS], f32[A_NARGS];
+    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+    dnnl_status_t s = conv_pd(p, which == MFI_CONV_GY ? K_CONV_BWD_FILTER : K_CONV_FWD, true, &pd, md);
+    const dnnl_memory_desc_t *want = NULL;
+    if (s == dnnl_success) {
+        static const int arg[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST};
+        want = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg[which]);
+        conv_mds(p, dnnl_f32, &f32[A_SRC], &f32[A_WEI], &f32[A_BIAS], &f32[A_DST], dnnl_f32, dnnl_f32);
+        s = want ? dnnl_reorder_primitive_desc_create(&rpd, &f32[image_slot[which]], eng, want, eng, NULL)
+                 : dnnl_unimplemented;
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (s != dnnl_success) {
+        e->declined = true;
+        return MFI_DNNL_DECLINED;
+    }
+    dnnl_memory_desc_t image;
+    image = *dnnl_primitive_desc_query_md(rpd, dnnl_query_dst_md, 0);
+    const dnnl_memory_desc_t *um[A_NARGS] = {&f32[image_slot[which]], NULL, NULL, &image};
+    const int rarg[A_NARGS] = {DNNL_ARG_FROM, 0, 0, DNNL_ARG_TO};
+    const bool outp[A_NARGS] = {false, false, false, true};
+    return prim_finish(e, rpd, um, rarg, outp);
+}
+
+/* The layout of operand `which`'s image (a copy), or MFI_DNNL_DECLINED. */
+static mf_status image_md(const mfi_conv2d *p, int which, dnnl_memory_desc_t *md)
+{
+    prim *e;
+    mf_status st = image_entry(p, which, &e);
+    if (st != MF_OK) return st;
+    const dnnl_memory_desc_t *m = NULL;
+    dnnl_memory_get_memory_desc(e->s[A_DST].user, &m);
+    *md = *m;
+    return MF_OK;
+}
+
+int64_t mfi_dnnl_conv_image_bytes(const mfi_conv2d *p, int which)
+{
+    if (!p->bf16 || !mfi_dnnl_bf16_native() || which < MFI_CONV_X || which > MFI_CONV_GY) return 0;
+    pthread_mutex_lock(&lock);
+    dnnl_memory_desc_t md;
+    int64_t bytes = image_md(p, which, &md) == MF_OK ? (int64_t)dnnl_memory_desc_get_size(&md) : 0;
+    pthread_mutex_unlock(&lock);
+    return bytes;
+}
+
+mf_status mfi_dnnl_conv_image(const mfi_conv2d *p, int which, void *dst, const float *src)
+{
+    pthread_mutex_lock(&lock);
+    prim *e;
+    mf_status st = image_entry(p, which, &e);
+    if (st == MF_OK) {
+        void *ptr[A_NARGS] = {(void *)src, NULL, NULL, dst};
+        st = prim_run(e, ptr);
+    } else if (st == MFI_DNNL_DECLINED) {
+        st = mfi_error(MF_ERR_BACKEND, "oneDNN: no bfloat16 image of this convolution's operand");
+    }
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+/* The operands of pass `kind` given as images in oneDNN's layout (bit
+ * MFI_CONV_*), read from p. */
+static int own_images(const mfi_conv2d *p, int kind)
+{
+    const void *img[3] = {p->x16, p->w16, p->gy16};
+    const bool own[3] = {p->x16_own, p->w16_own, p->gy16_own};
+    int bits = 0;
+    for (int i = 0; i < 3; i++)
+        if (p->bf16 && img[i] && own[i] && pass_reads(kind, i)) bits |= 1 << i;
+    return bits;
+}
+
+/* Creates the entry of one convolution pass (kind) on first use. An
+ * operand given as an image in oneDNN's layout is described as such,
+ * so it is read as it is (or reordered from it). */
+static mf_status conv_prim(const mfi_conv2d *p, int kind, prim **ep)
+{
+    dnnl_dims_t pr;
+    if (p->c % p->groups || p->oc % p->groups || !pad_right(p, pr)) return MFI_DNNL_DECLINED;
+    prim_key key = conv_key(p, kind);
+    key.v[16] = own_images(p, kind);
+    MF_TRY(dnnl_start());
+    dnnl_memory_desc_t img[3];
+    for (int i = 0; i < 3; i++)
+        if (key.v[16] & (1 << i)) MF_TRY(image_md(p, i, &img[i]));
+    bool found;
+    prim *e = cache_get(&key, &found);
+    *ep = e;
+    if (found) return e->declined ? MFI_DNNL_DECLINED : MF_OK;
+    dnnl_memory_desc_t md[A_NARGS];
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = conv_pd(p, kind, key.bf16, &pd, md);
+    if (s != dnnl_success) {
+        if (pd) dnnl_primitive_desc_destroy(pd);
+        e->declined = true;
+        return MFI_DNNL_DECLINED;
+    }
+    const dnnl_memory_desc_t *um[A_NARGS] = {&md[A_SRC], &md[A_WEI], NULL, &md[A_DST]};
+    for (int i = 0; i < 3; i++)
+        if (key.v[16] & (1 << i)) um[image_slot[i]] = &img[i];
+    int arg[A_NARGS] = {0};
+    bool outp[A_NARGS] = {0};
+    if (kind == K_CONV_FWD || kind == K_CONV_FWD_BIAS) {
+        arg[A_SRC] = DNNL_ARG_SRC, arg[A_WEI] = DNNL_ARG_WEIGHTS, arg[A_DST] = DNNL_ARG_DST, outp[A_DST] = true;
+        if (kind == K_CONV_FWD_BIAS) um[A_BIAS] = &md[A_BIAS], arg[A_BIAS] = DNNL_ARG_BIAS;
+    } else {
         bool data = kind == K_CONV_BWD_DATA;
-        um[A_SRC] = &md[A_SRC], um[A_WEI] = &md[A_WEI], um[A_DST] = &md[A_DST];
         arg[A_SRC] = data ? DNNL_ARG_DIFF_SRC : DNNL_ARG_SRC;
         outp[A_SRC] = data;
         arg[A_WEI] = data ? DNNL_ARG_WEIGHTS : DNNL_ARG_DIFF_WEIGHTS;
         outp[A_WEI] = !data;
         arg[A_DST] = DNNL_ARG_DIFF_DST;
-    }
-    if (fwd) dnnl_primitive_desc_destroy(fwd);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) {
-        if (pd) dnnl_primitive_desc_destroy(pd);
-        e->declined = true;
-        return MFI_DNNL_DECLINED;
     }
     MF_TRY(prim_finish(e, pd, um, arg, outp));
     snprintf(conv_impl, sizeof conv_impl, "%s", e->impl);

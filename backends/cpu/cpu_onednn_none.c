@@ -15,6 +15,16 @@ mf_status mfi_dnnl_bf16_image(void *dst, const float *src, int64_t n)
     (void)dst, (void)src, (void)n;
     return MFI_DNNL_DECLINED;
 }
+int64_t mfi_dnnl_conv_image_bytes(const mfi_conv2d *p, int which)
+{
+    (void)p, (void)which;
+    return 0;
+}
+mf_status mfi_dnnl_conv_image(const mfi_conv2d *p, int which, void *dst, const float *src)
+{
+    (void)p, (void)which, (void)dst, (void)src;
+    return MFI_DNNL_DECLINED;
+}
 mf_status mfi_dnnl_conv_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias)
 {
     (void)p, (void)out, (void)x, (void)w, (void)bias;

@@ -14,7 +14,10 @@
  * weight at the forward, kept with the saved tensors for the backward's
  * two GEMMs, and the incoming gradient once for both of them (half the
  * conversions of rounding inside every GEMM; the images cost half the
- * saved f32 operands' memory until the backward).
+ * saved f32 operands' memory until the backward). A convolution's images
+ * are made in the layout the engine's kernels read (oneDNN's blocked
+ * layouts) where the backend can: the conversion and the reorder in one
+ * pass, and no reorder again in the passes that share the operand.
  */
 #include "lib/internal.h"
 
@@ -88,5 +91,26 @@ mf_tensor *mfi_bf16_image(mf_tensor *t, mf_prof_class cls)
         mf_tensor_destroy(img);
         return NULL;
     }
+    return img;
+}
+
+mf_tensor *mfi_conv_image(mf_tensor *t, const mfi_conv2d *g, int which, bool *own)
+{
+    const mfi_backend *be = mfi_backend_of(t);
+    *own = false;
+    bool plain = !be->conv_image_bytes || !be->conv_image || !be->bf16_images || !be->bf16_images() ||
+                 t->dtype != MF_F32 || !mf_tensor_is_contiguous(t) || mf_tensor_numel(t) == 0;
+    int64_t bytes = plain ? 0 : be->conv_image_bytes(g, which);
+    if (bytes <= 0) return mfi_bf16_image(t, MF_PROF_CONV);
+    int64_t n = (bytes + 3) / 4;
+    mf_tensor *img = mfi_tensor_new_on(mf_tensor_device(t), MF_F32, 1, &n);
+    if (!img) return NULL;   /* the kernels convert t instead */
+    mf_status st;
+    MFI_KERNEL(st, MF_PROF_CONV, be, conv_image, g, which, mf_tensor_data(img), mf_tensor_data(t));
+    if (st != MF_OK) {
+        mf_tensor_destroy(img);
+        return NULL;
+    }
+    *own = true;
     return img;
 }

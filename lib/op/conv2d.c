@@ -88,7 +88,7 @@ static mf_status conv_infer(mfi_call *c, mfi_meta *out)
 
 static mf_status conv_forward(mfi_call *c, mf_tensor **out)
 {
-    const conv_attrs *a = c->attrs;
+    conv_attrs *a = c->attrs;
     /* under autocast, the operands' bfloat16 values (contiguous copies) */
     mf_tensor *x = a->bf16 ? mfi_bf16_operand(c->in[0], true) : mfi_contiguous_raw(c->in[0]);
     mf_tensor *w = a->bf16 ? mfi_bf16_operand(c->in[1], true) : mfi_contiguous_raw(c->in[1]);
@@ -102,10 +102,13 @@ static mf_status conv_forward(mfi_call *c, mf_tensor **out)
      * ops (lib/op/autocast.c), when the saved tensors are these */
     mfi_conv2d g = a->g;
     if (a->bf16 && x == c->in[0] && w == c->in[1]) {
-        xi = mfi_bf16_image(x, MF_PROF_CONV);
-        wi = xi ? mfi_bf16_image(w, MF_PROF_CONV) : NULL;
+        xi = mfi_conv_image(x, &a->g, MFI_CONV_X, &g.x16_own);
+        wi = xi ? mfi_conv_image(w, &a->g, MFI_CONV_W, &g.w16_own) : NULL;
         g.x16 = xi && wi ? mf_tensor_data(xi) : NULL;
         g.w16 = xi && wi ? mf_tensor_data(wi) : NULL;
+        /* the gradient ops read the saved images in the same layouts */
+        a->g.x16_own = g.x16_own;
+        a->g.w16_own = g.w16_own;
     }
     MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(x), conv2d_fwd, &g, &vo, &vx, &vw, b ? &vb : NULL);
     MF_TRY_OUT(st);
@@ -188,6 +191,7 @@ static const mfi_op cgw_op = {"mf_conv2d_grad_weight", MFI_OP_NO_GRAD, cgw_infer
 
 static mf_status conv_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 {
+    conv_attrs a = *(const conv_attrs *)c->attrs;   /* with the layout of gy's image */
     int si = 0;
     mf_tensor *x = c->needs_grad[1] ? mfi_saved(c, si++) : NULL;
     mf_tensor *w = c->needs_grad[0] ? mfi_saved(c, si++) : NULL;
@@ -199,16 +203,16 @@ static mf_status conv_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
         wi = c->needs_grad[0] ? mfi_saved(c, 2 * si - 1) : NULL;
         if ((c->needs_grad[1] && !xi) || (c->needs_grad[0] && !wi)) return mf_last_status();
         if (!(gc = mfi_contiguous_raw(gy))) return mf_last_status();
-        gi = mfi_bf16_image(gc, MF_PROF_CONV);
+        gi = mfi_conv_image(gc, &a.g, MFI_CONV_GY, &a.g.gy16_own);
     }
     int n = gi ? 4 : 2;
     if (c->needs_grad[0]) {
         mf_tensor *in[4] = {gi ? gc : gy, w, gi, wi};
-        gx[0] = mfi_apply(&cgi_op, n, in, c->attrs, sizeof(conv_attrs));
+        gx[0] = mfi_apply(&cgi_op, n, in, &a, sizeof a);
     }
     if (c->needs_grad[1] && (gx[0] || !c->needs_grad[0])) {
         mf_tensor *in[4] = {gi ? gc : gy, x, gi, xi};
-        gx[1] = mfi_apply(&cgw_op, n, in, c->attrs, sizeof(conv_attrs));
+        gx[1] = mfi_apply(&cgw_op, n, in, &a, sizeof a);
     }
     mf_tensor_destroy(gi);
     mf_tensor_destroy(gc);
