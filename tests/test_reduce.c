@@ -2,6 +2,7 @@
  * tests/test_reduce.c - sum, mean, max over axes, argmax: values,
  * keepdim, strided input, finite-difference gradients, errors.
  */
+#include <stdlib.h>
 #include "tests/test_util.h"
 
 START_TEST(forward)
@@ -68,6 +69,37 @@ START_TEST(large_sum_is_accurate)
 }
 END_TEST
 
+/* A convolution's bias gradient, [N, C, H, W] summed over N, H and W
+ * (read row by row, every channel's run in turn): the values, and the
+ * same bits on 1 and 2 threads. */
+START_TEST(channel_sums)
+{
+    const int64_t N = 37, C = 5, H = 31, W = 33;
+    mf_tensor *x = mf_randn(MF_F32, MF_DIMS(N, C, H, W));
+    float *xv = malloc(sizeof(float) * N * C * H * W);
+    mf_tensor_copy_out(x, MF_F32, xv, N * C * H * W);
+    float y[2][5];
+    for (int t = 0; t < 2; t++) {
+        mf_set_threads(t + 1);
+        mf_tensor *s = mf_sum(x, 3, (const int[]){0, 2, 3}, false);
+        ck_expect_shape(s, MF_DIMS(C));
+        mf_tensor_copy_out(s, MF_F32, y[t], C);
+        mf_tensor_destroy(s);
+    }
+    mf_set_threads(1);
+    for (int64_t c = 0; c < C; c++) {
+        double ref = 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < H * W; i++) ref += xv[(n * C + c) * H * W + i];
+        ck_assert_msg(fabs(y[0][c] - ref) < 1e-5 * (1 + fabs(ref)), "channel %lld: %g, reference %g", (long long)c,
+                      y[0][c], ref);
+        ck_assert_msg(y[0][c] == y[1][c], "channel %lld: %a on 1 thread, %a on 2", (long long)c, y[0][c], y[1][c]);
+    }
+    free(xv);
+    mf_tensor_destroy(x);
+}
+END_TEST
+
 typedef struct { int op, naxes, axes[3]; bool keep; } red_case;
 
 static mf_tensor *red_fn(mf_tensor **in, void *u)
@@ -129,6 +161,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, forward);
     tcase_add_test(tc, large_sum_is_accurate);
+    tcase_add_test(tc, channel_sums);
     tcase_add_test(tc, gradients);
     tcase_add_test(tc, max_ties_share_gradient);
     tcase_add_test(tc, errors);

@@ -112,6 +112,40 @@ enum { ROWS_BLOCK = 2048 };   /* columns summed at once: 16 KiB of double sums *
         }                                                                            \
     }
 
+/* A sum whose one kept dim lies inside the reduced rows (a convolution's
+ * bias gradient: [N, C, H, W] over N, H and W): row after row, the runs
+ * of every kept index in turn, so the input is read in memory order
+ * instead of one kept index at a time, a jump of a row between runs.
+ * Each output adds its runs' sums in the same order as RANGE does, so
+ * the bits are the same, whatever the threads. */
+enum { RUNS_MAX = 1024 };   /* kept indices per thread: 8 KiB of double sums */
+static bool runs_case(mfi_redop op, const mfi_red_plan *p)
+{
+    if (op != MFI_RED_SUM || p->nk != 1 || p->nr < 2 || p->rstride[p->nr - 1] != 1 || p->nout > RUNS_MAX ||
+        p->kstride[0] < p->rinner)
+        return false;
+    for (int d = 0; d < p->nr - 1; d++)
+        if (p->rshape[d] > 1 && p->rstride[d] < p->kstride[0] * p->kshape[0]) return false;
+    return true;
+}
+
+#define RUNS_FN(NAME, RUN, T)                                                        \
+    static void NAME(const mfi_red_plan *p, T *out, const T *in)                     \
+    {                                                                                \
+        _Pragma("omp parallel if (cpu_par(p->nout * p->nred))")                      \
+        {                                                                            \
+            int64_t lo, hi;                                                          \
+            cpu_share(p->nout, &lo, &hi);                                            \
+            double acc[RUNS_MAX];                                                    \
+            for (int64_t o = lo; o < hi; o++) acc[o - lo] = 0.0;                     \
+            for (int64_t r = 0; r < p->rrows; r++) {                                 \
+                const T *row = in + red_row_offset(p, r);                            \
+                for (int64_t o = lo; o < hi; o++) acc[o - lo] += RUN(row + o * p->kstride[0], p->rinner); \
+            }                                                                        \
+            for (int64_t o = lo; o < hi; o++) out[o] = (T)acc[o - lo];               \
+        }                                                                            \
+    }
+
 #define REDUCE_FN(NAME, RANGE, T)                                                    \
     static void NAME(mfi_redop op, const mfi_red_plan *p, T *out, const T *in)           \
     {                                                                                \
@@ -153,6 +187,8 @@ RED_RANGE_FN(range_i32, int32_t)
 RED_RANGE_FN(range_i64, int64_t)
 ROWS_FN(rows_f32, float)
 ROWS_FN(rows_f64, double)
+RUNS_FN(runs_f32, range_f32_run, float)
+RUNS_FN(runs_f64, range_f64_run, double)
 REDUCE_FN(reduce_f32, range_f32, float)
 REDUCE_FN(reduce_f64, range_f64, double)
 REDUCE_FN(reduce_i32, range_i32, int32_t)
@@ -169,6 +205,14 @@ mf_status mfi_cpu_reduce(mfi_redop op, mfi_cv *out, mfi_cv *in)
     }
     if (rows_case(&p) && p.nred > 1 && in->dtype == MF_F64) {
         rows_f64(op, &p, out->data, in->data);
+        return MF_OK;
+    }
+    if (runs_case(op, &p) && in->dtype == MF_F32) {
+        runs_f32(&p, out->data, in->data);
+        return MF_OK;
+    }
+    if (runs_case(op, &p) && in->dtype == MF_F64) {
+        runs_f64(&p, out->data, in->data);
         return MF_OK;
     }
     switch (in->dtype) {
