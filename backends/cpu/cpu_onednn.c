@@ -632,13 +632,18 @@ static mf_status conv_prim(const mfi_conv2d *p, int kind, prim **ep)
     prim_key key = conv_key(p, kind);
     key.v[16] = own_images(p, kind);
     MF_TRY(dnnl_start());
-    dnnl_memory_desc_t img[3];
-    for (int i = 0; i < 3; i++)
-        if (key.v[16] & (1 << i)) MF_TRY(image_md(p, i, &img[i]));
     bool found;
     prim *e = cache_get(&key, &found);
     *ep = e;
     if (found) return e->declined ? MFI_DNNL_DECLINED : MF_OK;
+    /* the images' layouts (their entries never evict e, the newest) */
+    dnnl_memory_desc_t img[3];
+    for (int i = 0; i < 3; i++) {
+        mf_status st = key.v[16] & (1 << i) ? image_md(p, i, &img[i]) : MF_OK;
+        if (st == MFI_DNNL_DECLINED) e->declined = true;
+        else if (st != MF_OK) prim_clear(e);   /* an error: tried again next time */
+        if (st != MF_OK) return st;
+    }
     dnnl_memory_desc_t md[A_NARGS];
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t s = conv_pd(p, kind, key.bf16, &pd, md);
