@@ -5,8 +5,11 @@
  * operands, bias, accumulated gradients), forward and backward, in f32
  * and under bf16 autocast; each engine repeats its own bits.
  */
+#include <malloc.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include "tests/test_util.h"
 
 typedef mf_tensor *(*op_fn)(mf_tensor **in, const void *arg);
@@ -213,6 +216,55 @@ START_TEST(bf16_engines_agree)
 }
 END_TEST
 
+/* Signals arriving while oneDNN computes (a timer every 97 us, as a
+ * profiler's, or the SIGUSR1 that asks mpiflow-train to checkpoint and
+ * stop): the handler runs and the heap stays whole. oneDNN's generated
+ * f32 GEMM kernels move the stack pointer into a heap buffer, so a
+ * handler run on top of them writes into the heap (doc/cpu.md); glibc
+ * then aborts in free(). */
+static volatile sig_atomic_t ticks;
+static void on_tick(int sig)
+{
+    (void)sig;
+    ticks++;
+}
+
+START_TEST(signals_during_onednn)
+{
+    if (!mf_cpu_engine_available(MF_CPU_ONEDNN)) return;
+    ck_assert_ok(mf_cpu_engine_set(MF_CPU_ONEDNN));
+    struct sigaction sa, prev;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_tick;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, &prev);
+    struct itimerval on = {{0, 97}, {0, 97}}, off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &on, NULL);
+    for (int threads = 1; threads <= 2; threads++) {
+        mf_set_threads(threads);
+        mf_tensor *x = mf_randn(MF_F32, MF_DIMS(64, 3136)), *w = mf_randn(MF_F32, MF_DIMS(512, 3136));
+        mf_tensor *q = mf_randn(MF_F32, MF_DIMS(64, 256)), *v = mf_randn(MF_F32, MF_DIMS(256, 64));
+        mf_tensor_set_requires_grad(w, true);
+        for (int i = 0; i < 60; i++) {
+            mf_tensor *y = mf_linear(x, w, NULL), *s = mf_sum_all(y), *p = mf_matmul(q, v);
+            ck_assert_ok(mf_backward(s));
+            mf_tensor_set_grad(w, NULL);
+            mf_tensor_destroy(y);
+            mf_tensor_destroy(s);
+            mf_tensor_destroy(p);
+            free(malloc(4096 + 64 * i));
+            malloc_trim(0);   /* glibc walks and checks its free chunks here */
+        }
+        mf_tensor *all[] = {x, w, q, v};
+        for (int k = 0; k < 4; k++) mf_tensor_destroy(all[k]);
+    }
+    setitimer(ITIMER_REAL, &off, NULL);
+    sigaction(SIGALRM, &prev, NULL);
+    mf_set_threads(1);
+    ck_assert_msg(ticks > 100, "only %d timer signals arrived", (int)ticks);
+}
+END_TEST
+
 START_TEST(choosing_an_engine)
 {
     mf_cpu_engine was = mf_cpu_engine_get();
@@ -249,6 +301,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, conv_engines_agree);
     tcase_add_test(tc, gemm_engines_agree);
     tcase_add_test(tc, bf16_engines_agree);
+    tcase_add_test(tc, signals_during_onednn);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,7 @@ backends_cpu_libmf_cpu_la_SOURCES = \
 	backends/cpu/cpu_backend.c backends/cpu/cpu_copy.c backends/cpu/cpu_elementwise.c \
 	backends/cpu/cpu_reduce.c backends/cpu/cpu_gemm.c backends/cpu/cpu_conv.c \
 	backends/cpu/cpu_pool.c backends/cpu/cpu_norm.c backends/cpu/cpu_optim.c \
-	backends/cpu/cpu_attention.c backends/cpu/cpu_engine.c
+	backends/cpu/cpu_attention.c backends/cpu/cpu_engine.c backends/cpu/cpu_signals.c
 if HAVE_ONEDNN
 backends_cpu_libmf_cpu_la_SOURCES += backends/cpu/cpu_onednn.c
 else

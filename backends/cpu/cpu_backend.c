@@ -17,6 +17,7 @@ static void cpu_set_threads(int n)
     omp_set_num_threads(n);
 #endif
     openblas_set_num_threads(n);
+    if (mfi_dnnl_built) mfi_signals_pool(n);   /* oneDNN's code runs on them */
 }
 
 const mfi_backend mfi_cpu_backend = {

@@ -6,6 +6,7 @@
 #ifndef MPIFLOW_CPU_ENGINE_H
 #define MPIFLOW_CPU_ENGINE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include "backends/backend.h"
 #include "mpiflow/runtime.h"
@@ -46,6 +47,12 @@ bool mfi_dnnl_bf16_native(void);
 /* The implementation oneDNN picks for a probe convolution and GEMM
  * ("brg:avx512_core"), written into buf. */
 void mfi_dnnl_impls(char *buf, size_t size);
+/* Asynchronous signals kept off oneDNN's generated code
+ * (cpu_signals.c): blocked in the calling thread for one call (restored
+ * from *old after it), and for good in the OpenMP pool's n - 1 workers. */
+void mfi_signals_block(sigset_t *old);
+void mfi_signals_restore(const sigset_t *old);
+void mfi_signals_pool(int n);
 /* Frees the cached primitives (mf_finalize). */
 void mfi_dnnl_shutdown(void);
 

@@ -183,6 +183,8 @@ static mf_status prim_run(prim *e, void *const ptr[A_NARGS])
     dnnl_exec_arg_t args[A_NARGS + 1];
     int nargs = 0;
     mf_status st = MF_OK;
+    sigset_t old;
+    mfi_signals_block(&old);   /* cpu_signals.c: no handler on top of oneDNN's code */
     if (e->scratch_bytes) {
         sizes[A_NARGS] = e->scratch_bytes;
         if (!(bufs[A_NARGS] = mfi_alloc(e->scratch_bytes))) MF_FAIL_OUT(MF_ERR_NOMEM, "oneDNN: out of memory for a scratchpad");
@@ -207,6 +209,7 @@ static mf_status prim_run(prim *e, void *const ptr[A_NARGS])
         if (e->s[i].arg && e->s[i].inner && e->s[i].out) MF_TRY_OUT(reorder(e->s[i].reorder, e->s[i].inner, e->s[i].user));
     dnnl_stream_wait(strm);
 out:
+    mfi_signals_restore(&old);
     for (int i = 0; i <= A_NARGS; i++)
         if (bufs[i]) mfi_free(bufs[i], sizes[i]);
     return st;
@@ -374,13 +377,16 @@ out:
 static mf_status sgemm(const mfi_gemm *g)
 {
     char ta = g->trans_a ? 'T' : 'N', tb = g->trans_b ? 'T' : 'N';
-    for (int64_t i = 0; i < g->batch; i++) {
-        dnnl_status_t s = dnnl_sgemm(ta, tb, g->m, g->n, g->k, (float)g->alpha, (const float *)g->a + i * g->stride_a,
-                                     g->lda, (const float *)g->b + i * g->stride_b, g->ldb, (float)g->beta,
-                                     (float *)g->c + i * g->stride_c, g->ldc);
-        if (s != dnnl_success) MF_FAIL(MF_ERR_BACKEND, "oneDNN sgemm [%lld,%lld]x[%lld,%lld]: %s", (long long)g->m,
-                                       (long long)g->k, (long long)g->k, (long long)g->n, dnnl_status2str(s));
-    }
+    sigset_t old;
+    mfi_signals_block(&old);   /* cpu_signals.c: its kernels move the stack pointer into the heap */
+    dnnl_status_t s = dnnl_success;
+    for (int64_t i = 0; i < g->batch && s == dnnl_success; i++)
+        s = dnnl_sgemm(ta, tb, g->m, g->n, g->k, (float)g->alpha, (const float *)g->a + i * g->stride_a, g->lda,
+                       (const float *)g->b + i * g->stride_b, g->ldb, (float)g->beta, (float *)g->c + i * g->stride_c,
+                       g->ldc);
+    mfi_signals_restore(&old);
+    if (s != dnnl_success) MF_FAIL(MF_ERR_BACKEND, "oneDNN sgemm [%lld,%lld]x[%lld,%lld]: %s", (long long)g->m,
+                                   (long long)g->k, (long long)g->k, (long long)g->n, dnnl_status2str(s));
     return MF_OK;
 }
 
