@@ -10,7 +10,7 @@
 # - a rank killed with SIGKILL in the middle of a save (proven: it held
 #   PATH.tmp open, and PATH.tmp is left) leaves the previous checkpoint
 #   complete: it verifies and the run resumes from it.
-. "$top_srcdir/tests/lib.sh"
+. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
 CKPT="$top_builddir/mpiflow-ckpt"
@@ -114,12 +114,11 @@ rc=$?
     { cat "$T/out"; fail "--checkpoint into a missing directory: exit $rc"; }
 echo "ok: an unwritable --checkpoint directory is refused before training"
 
-# SIGKILL in the middle of a save: lenet with Adam saves at every step
-# (with Fletcher32, so a save takes longer than a step); once kill.h5
-# exists, one rank is killed while it holds kill.h5.tmp open. The kill
-# counts when that file was open just before it and is still there
-# after (the save it interrupted never renamed it); else it is tried
-# again, up to 5 times.
+# SIGKILL in the middle of a save: lenet with Adam saves at every step;
+# once kill.h5 exists, rank 1 is held by gdb inside the next save (its
+# first tensor write, kill.h5.tmp open: the breakpoint is in the
+# checkpoint's layout step) and killed there. Without gdb, a poll for
+# kill.h5.tmp among its open files decides when, up to 5 tries.
 k="--model lenet --dataset synthetic --synthetic-size 4000,100 --batch-size 16 --optimizer adam --no-eval --threads 1"
 proven=no
 attempt=0
@@ -130,27 +129,33 @@ while [ "$proven" = no ] && [ $attempt -lt 5 ]; do
     timeout 300 "$MPIEXEC" -n 2 "$TRAIN" $k --steps 1000 --save-every 1 --fletcher32 --checkpoint "$T/kill.h5" \
         >"$T/kill.out" 2>&1 &
     job=$!
-    i=0
-    while [ ! -e "$T/kill.h5" ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i + 1)); done
-    [ -e "$T/kill.h5" ] || fail "no first checkpoint to protect"
-    victim=$(ps -eo pid=,comm=,args= | awk -v f="$T/kill.h5" 'index($0, f) && $2 ~ /mpiflow/ { print $1 }' | tail -1)
-    [ -n "$victim" ] || fail "no rank to kill"
-    i=0
+    wait_until 120 "the first checkpoint to protect" test -e "$T/kill.h5"
+    wait_until 60 "rank 1's process" eval 'victim=$(rank_pid "$T/kill.h5" 1)'
     open=no
-    while [ $i -lt 20000 ]; do   # kill as soon as the victim writes kill.h5.tmp
-        if ls -l "/proc/$victim/fd" 2>/dev/null | grep -q "kill.h5.tmp$"; then
-            kill -9 "$victim"
-            open=yes
-            break
-        fi
-        i=$((i + 1))
-    done
-    [ "$open" = yes ] || kill -9 "$victim"
+    if command -v gdb >/dev/null 2>&1; then
+        timeout 60 gdb -p "$victim" -batch -ex "break mfi_ckpt_layout_of" -ex continue \
+            -ex "shell ls -l /proc/$victim/fd | grep -q 'kill.h5.tmp\$' && touch $T/open" -ex "shell kill -9 $victim" \
+            >"$T/kill.gdb" 2>&1
+        grep -q "Breakpoint 1, " "$T/kill.gdb" || { cat "$T/kill.gdb"; fail "rank 1 never reached the save under gdb"; }
+        [ -e "$T/open" ] && open=yes
+        rm -f "$T/open"
+    else
+        i=0
+        while [ $i -lt 20000 ]; do   # kill as soon as the victim writes kill.h5.tmp
+            if ls -l "/proc/$victim/fd" 2>/dev/null | grep -q "kill.h5.tmp$"; then
+                kill -9 "$victim"
+                open=yes
+                break
+            fi
+            i=$((i + 1))
+        done
+    fi
+    [ "$open" = yes ] || kill -9 "$victim" 2>/dev/null
     wait "$job"
     rc=$?
     [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat "$T/kill.out"; fail "after SIGKILL: exit $rc (0 or a hang)"; }
     [ "$open" = yes ] && [ -e "$T/kill.h5.tmp" ] && proven=yes
-    echo "SIGKILL attempt $attempt: kill.h5.tmp open before the kill: $open; left behind: $([ -e "$T/kill.h5.tmp" ] && echo yes || echo no)"
+    echo "SIGKILL attempt $attempt: kill.h5.tmp open at the kill: $open; left behind: $([ -e "$T/kill.h5.tmp" ] && echo yes || echo no)"
 done
 [ "$proven" = yes ] || fail "in 5 attempts no SIGKILL provably landed during a save"
 "$CKPT" verify "$T/kill.h5" >"$T/verify" || { cat "$T/verify"; fail "the checkpoint before the kill is damaged"; }

@@ -2,7 +2,7 @@
 # The same seed gives a bit-identical loss sequence in two runs (the
 # metrics CSV prints each step's loss with 9 significant digits, which
 # round-trips a float exactly). lenet covers dropout and shuffling too.
-. "$top_srcdir/tests/lib.sh"
+. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
 for model in mlp lenet; do
     for i in 1 2; do
         run_train 1 --model "$model" --dataset synthetic --synthetic-size 2000,200 --steps 40 --batch-size 32 \

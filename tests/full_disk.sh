@@ -1,15 +1,15 @@
 #!/bin/sh
 # A checkpoint save onto a full disk, on 1, 2 and 3 ranks: every rank
 # reports the operating system's reason ("No space left on device"), the
-# job exits 1 within 10 s instead of deadlocking in the collective HDF5
-# calls, PATH.tmp is gone and the previous checkpoint is untouched and
+# job exits 1 within 45 s (a bound for a loaded machine; timeout(1) ends
+# a deadlock in the collective HDF5 calls at 60 s), PATH.tmp is gone and the previous checkpoint is untouched and
 # verifies. Twice: with the space check before writing (the default), and
 # with MF_CKPT_SPACE_CHECK=0, so that the disk fills in the middle of a
 # tensor that one rank writes while the others go on. A file system that
 # turns read-only mid-run fails the next save the same way; one that is
 # read-only at start-up is refused before training. The disks are small
 # tmpfs mounts made here (as root; SKIP when mounting is not allowed).
-. "$top_srcdir/tests/lib.sh"
+. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
 CKPT="$top_builddir/mpiflow-ckpt"
@@ -33,7 +33,7 @@ full() {   # full NP WHAT [ENV=VALUE]
     rc=$?
     took=$(($(date +%s) - start))
     [ "$rc" -eq 1 ] || { cat "$T/out"; fail "$2 on $1 ranks: exit $rc, not 1"; }
-    [ "$took" -le 10 ] || { cat "$T/out"; fail "$2 on $1 ranks: $took s to end"; }
+    [ "$took" -le 45 ] || { cat "$T/out"; fail "$2 on $1 ranks: $took s to end"; }
     n=$(grep -c "error: saving the checkpoint: .*run.h5.tmp: No space left on device" "$T/out")
     [ "$n" -eq "$1" ] || { cat "$T/out"; fail "$2 on $1 ranks: the reason on $n ranks"; }
     [ ! -e "$D/run.h5.tmp" ] && [ ! -e "$D/run.h5.tmp.reserve" ] || { ls -la "$D"; fail "$2: PATH.tmp left behind"; }
@@ -84,14 +84,13 @@ mount -o remount,size=8m "$D" || fail "cannot grow $D"
 timeout 120 "$MPIEXEC" -n 2 "$TRAIN" --progress lines $c --steps 100000 --save-every 20 --checkpoint "$D/run.h5" \
     >"$T/out" 2>&1 &
 job=$!
-i=0
-while ! grep -q "^checkpoint " "$T/out" && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+wait_until 60 "the first checkpoint of the read-only case" has_lines 1 '^checkpoint ' "$T/out"
 remount_ro
 start=$(date +%s)
 wait "$job"
 rc=$?
 took=$(($(date +%s) - start))
-[ "$rc" -eq 1 ] && [ "$took" -le 10 ] || { cat "$T/out"; fail "read-only mid-run: exit $rc after $took s"; }
+[ "$rc" -eq 1 ] && [ "$took" -le 45 ] || { cat "$T/out"; fail "read-only mid-run: exit $rc after $took s"; }
 [ "$(grep -c "error: saving the checkpoint: .*Read-only file system" "$T/out")" -eq 2 ] ||
     { grep error "$T/out"; fail "read-only mid-run: the reason not on both ranks"; }
 "$CKPT" verify -q "$D/run.h5" || fail "read-only mid-run: the last checkpoint does not verify"

@@ -4,7 +4,7 @@
 # Conv1D weights are the checkpoint's transposed (read with h5py and
 # NumPy); the imported checkpoint generates the same text; a damaged
 # file is refused with exit 2.
-. "$top_srcdir/tests/lib.sh"
+. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T="$TMPDIR_TEST"
 CKPT="$top_builddir/mpiflow-ckpt"

@@ -3,7 +3,7 @@
 # PyTorch GPT-2 (tests/gpt_reference.py) that loads the same weights from
 # the checkpoint with h5py. SKIPs without Debian's python3-torch and
 # python3-h5py.
-. "$top_srcdir/tests/lib.sh"
+. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
 /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null || skip "no python3-torch or python3-h5py"
 "$MPIEXEC" -n 1 "$top_builddir/tests/gpt_grads" "$TMPDIR_TEST/g.h5" "$TMPDIR_TEST/g.txt" || fail "gpt_grads"
 /usr/bin/python3 "$top_srcdir/tests/gpt_reference.py" "$TMPDIR_TEST/g.h5" "$TMPDIR_TEST/g.txt" || fail "PyTorch disagrees"

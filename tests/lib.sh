@@ -1,12 +1,26 @@
 # shellcheck shell=sh disable=SC2034
 # tests/lib.sh - helpers for the shell tests (sourced).
-# Environment from make check: MPIEXEC, top_srcdir, top_builddir.
+# Environment from make check: MPIEXEC, top_srcdir, top_builddir. A test
+# run by hand sets them itself (tests/README: top_srcdir=. top_builddir=.
+# sh tests/NAME.sh from the build directory); without them it stops
+# with a harness error instead of testing the wrong tree.
 set -u
-: "${top_builddir:=.}"
-: "${top_srcdir:=.}"
 : "${MPIEXEC:=mpiexec}"
+
+# harness_error WHAT: the test itself could not do what it set out to
+# (a wait that timed out, a signal with no process to go to, a missing
+# helper): automake's ERROR (exit 99), never a PASS or a product FAIL
+harness_error() {
+    echo "ERROR (test harness): $*" >&2
+    exit 99
+}
+
+[ -n "${top_srcdir:-}" ] && [ -n "${top_builddir:-}" ] ||
+    harness_error "top_srcdir and top_builddir are not set: run the shell tests with make check, or as
+    top_srcdir=SRC top_builddir=BUILD sh SRC/tests/NAME.sh"
+[ -f "$top_srcdir/tests/lib.sh" ] || harness_error "top_srcdir=$top_srcdir holds no tests/lib.sh"
 TRAIN="$top_builddir/mpiflow-train"
-TMPDIR_TEST=$(mktemp -d "${TMPDIR:-/tmp}/mf_test.XXXXXX")
+TMPDIR_TEST=$(mktemp -d "${TMPDIR:-/tmp}/mf_test.XXXXXX") || harness_error "mktemp -d failed"
 trap 'rm -rf "$TMPDIR_TEST"' EXIT
 
 fail() {
@@ -17,6 +31,52 @@ fail() {
 skip() {
     echo "SKIP: $*" >&2
     exit 77
+}
+
+# count_matches PATTERN FILE: lines of FILE matching PATTERN (grep -E);
+# 0 when the file does not exist yet
+count_matches() {
+    if [ -f "$2" ]; then grep -cE -- "$1" "$2"; else echo 0; fi
+}
+
+# wait_until SECONDS WHAT COMMAND...: runs COMMAND every 0.05 s until it
+# succeeds; a harness error naming WHAT after SECONDS
+wait_until() {
+    wu_limit=$1 wu_what=$2
+    shift 2
+    wu_end=$(($(date +%s) + wu_limit))
+    until "$@"; do
+        [ "$(date +%s)" -lt "$wu_end" ] || harness_error "waited $wu_limit s for $wu_what"
+        sleep 0.05
+    done
+}
+
+# has_lines MIN PATTERN FILE: FILE exists and holds at least MIN lines
+# matching PATTERN (for wait_until)
+has_lines() { [ "$(count_matches "$2" "$3")" -ge "$1" ]; }
+
+# rank_pid MARK R: the pid of world rank R of the job whose command line
+# holds MARK
+rank_pid() {
+    for rp_p in $(pgrep -f -- "$1"); do
+        tr '\0' '\n' <"/proc/$rp_p/environ" 2>/dev/null | grep -qx "PMI_RANK=$2" && { echo "$rp_p"; return 0; }
+    done
+    return 1
+}
+
+# send SIG WHAT PID...: kill -SIG to each PID; a harness error when
+# there is none or one is gone already (the signal would test nothing)
+send() {
+    sd_sig=$1 sd_what=$2
+    shift 2
+    [ $# -gt 0 ] || harness_error "no process to send SIG$sd_sig to ($sd_what)"
+    for sd_p in "$@"; do
+        case $sd_p in
+        -[0-9]* | [0-9]*) ;;
+        *) harness_error "'$sd_p' is not a process id ($sd_what)" ;;
+        esac
+        kill -"$sd_sig" "$sd_p" 2>/dev/null || harness_error "SIG$sd_sig to $sd_p ($sd_what): no such process"
+    done
 }
 
 # refused NP WANT ARGS...: mpiflow-train on NP ranks exits 2 with an

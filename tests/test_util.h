@@ -19,6 +19,10 @@ int mf_test_main(int argc, char **argv, Suite *(*make_suite)(void));
  * CUDA cannot use it). Every suite runs under an alarm: CK_DEFAULT_TIMEOUT
  * (600 s) x CK_TIMEOUT_MULTIPLIER, then exit 124. */
 int mf_test_main_unless(int argc, char **argv, Suite *(*make_suite)(void), const char *(*skip)(bool *fail));
+/* The same, but a suite that skip() gives a reason for (and no failure)
+ * still runs (make_suite sees the reason through its own state): one
+ * that passes then exits 77 with the reason, one that fails exits 1. */
+int mf_test_main_then_skip(int argc, char **argv, Suite *(*make_suite)(void), const char *(*skip)(bool *fail));
 /* A device node or driver entry of an NVIDIA GPU on this machine
  * (/dev/nvidia0, /proc/driver/nvidia/gpus/...), whatever CUDA says; NULL
  * when there is none. */
@@ -78,7 +82,8 @@ void mf_test_expect_shape(const char *what, mf_tensor *t, int ndim, const int64_
  * inputs; the check backpropagates sum(out * w) for a fixed random w and
  * compares the gradient of every float input that requires grad with
  * central differences (step eps). Returns the worst error seen, and
- * fails the test if it exceeds atol + rtol * |numeric|. */
+ * fails the test if it exceeds atol + rtol * |numeric|, or if no element
+ * at all was checked (no f64 input that requires grad). */
 typedef mf_tensor *(*mf_test_fn)(mf_tensor **in, void *user);
 double mf_test_gradcheck(const char *what, mf_test_fn fn, int n, mf_tensor **in, void *user, double eps,
                          double atol, double rtol);
