@@ -281,5 +281,7 @@ mf_status mfi_device_memcpy(mf_device_type dev, mf_dtype dt, void *dst, const vo
     i = o;
     o.data = dst;
     i.data = (void *)src;
-    return be->copy(&o, &i);
+    mf_status st = MF_OK;
+    MFI_KERNEL(st, MF_PROF_OTHER, be, copy, &o, &i);
+    return st;
 }

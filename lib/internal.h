@@ -9,6 +9,7 @@
 #define MPIFLOW_LIB_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "mpiflow.h"
@@ -158,8 +159,17 @@ void mfi_prof_add(mf_prof_class c, double seconds);
 void mfi_prof_gemm_flops(const mfi_gemm *g);
 void mfi_prof_conv_flops(const mfi_conv2d *p);
 
-/* Calls a kernel: fails if the backend lacks it, times it if profiling. */
-#define MFI_KERNEL(st, cls, be, kern, ...)                                               \
+/* The kernels of the table, numbered in MFI_KERNELS order, and the calls
+ * of each per device type (mf_kernel_calls): the parity tests read them
+ * to prove that a case ran the kernel it checks, on the device it names. */
+#define MFI_KERNEL_ENUM(name, args) MFI_K_##name,
+enum { MFI_KERNELS(MFI_KERNEL_ENUM) MFI_K_COUNT };
+#undef MFI_KERNEL_ENUM
+extern _Atomic int64_t mfi_kernel_calls[2][MFI_K_COUNT];
+
+/* Calls a backend hook (a kernel, or one of the table's other calls):
+ * fails if the backend lacks it, times it if profiling. */
+#define MFI_HOOK(st, cls, be, kern, ...)                                                 \
     do {                                                                                 \
         if (!(be)->kern) {                                                               \
             (st) = mfi_error(MF_ERR_BACKEND, "backend '%s' has no kernel " #kern,         \
@@ -169,6 +179,14 @@ void mfi_prof_conv_flops(const mfi_conv2d *p);
         double mfi_t0_ = mfi_prof_on ? mf_time() : 0.0;                                  \
         (st) = (be)->kern(__VA_ARGS__);                                                  \
         if (mfi_prof_on) mfi_prof_add((cls), mf_time() - mfi_t0_);                       \
+    } while (0)
+
+/* Calls kernel kern of MFI_KERNELS as MFI_HOOK does, and counts the call. */
+#define MFI_KERNEL(st, cls, be, kern, ...)                                               \
+    do {                                                                                 \
+        atomic_fetch_add_explicit(&mfi_kernel_calls[(be)->device != MF_DEV_CPU][MFI_K_##kern], 1, \
+                                  memory_order_relaxed);                                 \
+        MFI_HOOK(st, cls, be, kern, __VA_ARGS__);                                        \
     } while (0)
 
 /* --------------------------------------------------------------- random */

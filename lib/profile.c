@@ -66,6 +66,22 @@ double mf_profile_seconds(mf_prof_class c, int64_t *calls)
     return prof_seconds[c];
 }
 
+_Atomic int64_t mfi_kernel_calls[2][MFI_K_COUNT];
+
+#define KERNEL_NAME(name, args) #name,
+static const char *const kernel_names[MFI_K_COUNT] = {MFI_KERNELS(KERNEL_NAME)};
+#undef KERNEL_NAME
+
+const char *mf_kernel_name(int i) { return i >= 0 && i < MFI_K_COUNT ? kernel_names[i] : NULL; }
+
+int64_t mf_kernel_calls(mf_device_type dev, const char *kernel)
+{
+    for (int i = 0; kernel && i < MFI_K_COUNT; i++)
+        if (!strcmp(kernel, kernel_names[i]))
+            return atomic_load_explicit(&mfi_kernel_calls[dev != MF_DEV_CPU][i], memory_order_relaxed);
+    return -1;
+}
+
 const char *mf_profile_class_name(mf_prof_class c)
 {
     return (unsigned)c < MF_PROF_COUNT ? class_names[c] : "?";

@@ -18,7 +18,7 @@ AM_CFLAGS += $(CHECK_CFLAGS)
 SHELL_TESTS = tests/layering.sh tests/app_errors.sh tests/determinism.sh tests/train_mlp.sh \
 	tests/train_lenet.sh tests/install.sh tests/global.sh tests/parallel_parity.sh tests/ckpt.sh tests/ckpt_app.sh tests/coll.sh \
 	tests/dp_sync.sh tests/pipeline.sh tests/slurm.sh tests/watchdog.sh tests/hang.sh tests/cuda_train.sh \
-	tests/full_disk.sh tests/ckpt_faults.sh tests/data_faults.sh tests/signals.sh tests/fuzz.sh tests/bitwise.sh tests/gpu_bundle.sh tests/train_gpt.sh tests/gpt_reference.sh tests/gpt_hf.sh tests/gpt_parallel.sh tests/gpt_pipeline.sh tests/cpu_engine.sh
+	tests/full_disk.sh tests/ckpt_faults.sh tests/data_faults.sh tests/signals.sh tests/cuda_kernels.sh tests/fuzz.sh tests/bitwise.sh tests/gpu_bundle.sh tests/train_gpt.sh tests/gpt_reference.sh tests/gpt_hf.sh tests/gpt_parallel.sh tests/gpt_pipeline.sh tests/cpu_engine.sh
 TESTS += $(TEST_SUITES) $(SHELL_TESTS)
 TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/timed.sh $(top_srcdir)/tests/mpirun.sh
@@ -57,7 +57,7 @@ tests_fuzz_mutate_LDADD =
 # which choose their engines themselves.
 ENGINE_FREE_TESTS = tests/test_coll tests/coll.sh tests/slurm.sh tests/layering.sh tests/install.sh \
 	tests/watchdog.sh tests/hang.sh tests/signals.sh tests/fuzz.sh tests/full_disk.sh tests/ckpt_faults.sh \
-	tests/data_faults.sh tests/app_errors.sh tests/gpu_bundle.sh tests/test_cuda tests/cuda_train.sh \
+	tests/data_faults.sh tests/app_errors.sh tests/gpu_bundle.sh tests/test_cuda tests/cuda_train.sh tests/cuda_kernels.sh \
 	tests/test_cpu_engine tests/cpu_engine.sh tests/test_base tests/test_tokens tests/test_data
 check-openblas:
 	MF_CPU_ENGINE=openblas $(MAKE) $(AM_MAKEFLAGS) check TESTS='$(filter-out $(ENGINE_FREE_TESTS),$(TESTS))'

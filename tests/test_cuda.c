@@ -1,27 +1,51 @@
 /*
- * tests/test_cuda.c - the CUDA backend against the CPU backend: every
- * kernel of the backend table, forward and backward, on the same inputs.
+ * tests/test_cuda.c - the CUDA backend against the CPU backend, kernel by
+ * kernel: the list of kernels to check is the backend table itself
+ * (MFI_KERNELS, backends/backend.h), so a kernel added there without a
+ * parity case here is a build error (check_<kernel> is undefined).
  *
- * Each case runs a function of its inputs on the CPU and on the GPU,
+ * Each case runs a function of its inputs on the GPU and on the CPU,
  * backpropagates sum(out * w) for a fixed w on both, and compares the
- * outputs and every input gradient within a tolerance set by the dtype
- * (f32: 2e-5 relative to the tensor's scale; f64: 1e-11). Random fills
- * and dropout masks must agree bit for bit (Philox is the same function
- * on both). Exits 77 (SKIP) when this build or machine has no CUDA.
+ * output and every input gradient element by element:
+ *
+ *   |gpu - cpu| <= rtol * |cpu| + atol     (f32: 1e-4, 3e-6; f64: 1e-10, 1e-12)
+ *
+ * the same rule on every kernel; random fills and dropout masks must be
+ * the same bits. After a kernel's cases, the kernel must have run on the
+ * GPU (mf_kernel_calls): a case that fell back to the CPU, or checks
+ * another kernel than it names, fails.
+ *
+ * Without a GPU the same cases run with the CPU in f32 as the device
+ * under test against the CPU in f64: that checks every case and the
+ * tolerances (the f32 error to the f64 result must use at most half the
+ * tolerance, leaving the GPU as much again), then the suite exits 77
+ * (SKIP) with the reason. A GPU that is there but that CUDA cannot start
+ * on is a FAIL. Each kernel prints one line (cases, the worst error as a
+ * share of the tolerance, seconds) for bench/run_cuda.sh's summary.
  */
 #include <stdlib.h>
+#include "backends/backend.h"   /* MFI_KERNELS: the kernels to check */
 #include "tests/test_util.h"
 
-#define TOL_F32 2e-5
-#define TOL_F64 1e-11
+#define RTOL_F32 1e-4
+#define ATOL_F32 3e-6
+#define RTOL_F64 1e-10
+#define ATOL_F64 1e-12
+#define EXACT 1      /* parity flag: the same bits on both */
+#define SAME_DTYPE 2 /* parity flag: no f64 reference without a GPU (the case fixes its dtypes) */
 
 typedef mf_tensor *(*fn_t)(mf_tensor **in, void *u);
 
-static double tol_of(mf_dtype dt) { return dt == MF_F64 ? TOL_F64 : TOL_F32; }
+static bool self_check;                 /* no GPU: CPU f32 against CPU f64 */
+static mf_device_type dut = MF_DEV_CUDA;   /* the device under test */
+static double worst;                    /* this kernel's worst error, as a share of the tolerance */
+static int ncases;
+static int64_t dut_calls[64];           /* kernel calls made by the device under test's runs */
 
-/* Fails unless a (any device) and b (any device) agree within tol times
- * (1 + b's largest magnitude); tol 0 asks for equal bits. */
-static void expect_close(const char *what, mf_tensor *a, mf_tensor *b, double tol)
+/* Fails unless a (under test) and b (the reference) agree elementwise
+ * within rtol |b| + atol (exact: the same bits); without a GPU, within
+ * half of that. */
+static void expect_close(const char *what, mf_tensor *a, mf_tensor *b, mf_dtype dt, bool exact)
 {
     ck_assert_msg(a && b, "%s: missing tensor: %s", what, mf_last_error());
     int64_t n = mf_tensor_numel(b);
@@ -31,16 +55,19 @@ static void expect_close(const char *what, mf_tensor *a, mf_tensor *b, double to
     ck_assert(x && y);
     ck_assert_ok(mf_tensor_copy_out(a, MF_F64, x, n));
     ck_assert_ok(mf_tensor_copy_out(b, MF_F64, y, n));
-    double scale = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (isfinite(y[i]) && fabs(y[i]) > scale) scale = fabs(y[i]);
+    double rtol = dt == MF_F64 ? RTOL_F64 : RTOL_F32, atol = dt == MF_F64 ? ATOL_F64 : ATOL_F32;
+    double limit = self_check ? 0.5 : 1.0;
     for (int64_t i = 0; i < n; i++) {
-        bool same = x[i] == y[i] || (isnan(x[i]) && isnan(y[i]));
-        if (same || (tol > 0 && fabs(x[i] - y[i]) <= tol * (1 + scale))) continue;
-        double xi = x[i], yi = y[i];
-        free(x);
-        free(y);
-        ck_abort_msg("%s[%lld]: cuda %.9g vs cpu %.9g (tol %g of scale %g)", what, (long long)i, xi, yi, tol, scale);
+        if (x[i] == y[i] || (isnan(x[i]) && isnan(y[i]))) continue;
+        double r = exact ? INFINITY : fabs(x[i] - y[i]) / (rtol * fabs(y[i]) + atol);
+        if (!(r <= limit)) {
+            double xi = x[i], yi = y[i];
+            free(x);
+            free(y);
+            ck_abort_msg("%s[%lld]: %s %.9g vs %s %.9g (%s)", what, (long long)i, self_check ? "cpu f32" : "cuda", xi,
+                         self_check ? "cpu f64" : "cpu", yi, exact ? "must be equal" : "over the tolerance");
+        }
+        if (r > worst) worst = r;
     }
     free(x);
     free(y);
@@ -58,22 +85,28 @@ static mf_tensor *weights_like(mf_tensor *y)
     return w;
 }
 
-/* One run on device d: inputs copied there, output, input gradients. */
-static mf_tensor *run_on(mf_device_type d, fn_t fn, int n, mf_tensor **in, void *u, mf_tensor **grads)
+/* One run on device d (f64: float inputs as f64): inputs copied there,
+ * output, input gradients. The device under test's kernel calls are
+ * added to dut_calls. */
+static mf_tensor *run_on(mf_device_type d, bool f64, fn_t fn, int n, mf_tensor **in, void *u, mf_tensor **grads)
 {
+    bool under_test = d == dut && !f64;
+    int64_t before[64];
+    for (int k = 0; under_test && mf_kernel_name(k); k++) before[k] = mf_kernel_calls(d, mf_kernel_name(k));
     ck_assert_ok(mf_set_default_device(d));
     mf_tensor *x[8] = {0};
     for (int i = 0; i < n; i++) {
         if (!in[i]) continue;
         mf_tensor *det = mf_tensor_detach(in[i]);
         mf_no_grad_begin();
-        x[i] = mf_to_device(det, d);
+        mf_tensor *c = f64 && mf_dtype_is_float(mf_tensor_dtype(det)) ? mf_cast(det, MF_F64) : mf_tensor_retain(det);
+        x[i] = mf_to_device(c, d);
         if (x[i] && d == MF_DEV_CPU) {   /* a leaf of its own */
-            mf_tensor *c = mf_clone(x[i]);
             mf_tensor_destroy(x[i]);
-            x[i] = c;
+            x[i] = mf_clone(c);
         }
         mf_no_grad_end();
+        mf_tensor_destroy(c);
         mf_tensor_destroy(det);
         ck_assert_nonnull(x[i]);
         ck_assert_msg(mf_tensor_device(x[i]) == d, "input %d is not on %s", i, mf_device_name(d));
@@ -96,33 +129,37 @@ static mf_tensor *run_on(mf_device_type d, fn_t fn, int n, mf_tensor **in, void 
     }
     for (int i = 0; i < n; i++) {
         grads[i] = x[i] && mf_tensor_grad(x[i]) ? mf_tensor_retain(mf_tensor_grad(x[i])) : NULL;
-        if (grads[i])
-            ck_assert_msg(mf_tensor_device(grads[i]) == d, "gradient %d is on the wrong device", i);
+        if (grads[i]) ck_assert_msg(mf_tensor_device(grads[i]) == d, "gradient %d is on the wrong device", i);
         mf_tensor_destroy(x[i]);
     }
     ck_assert_ok(mf_set_default_device(MF_DEV_CPU));
+    for (int k = 0; under_test && mf_kernel_name(k); k++) dut_calls[k] += mf_kernel_calls(d, mf_kernel_name(k)) - before[k];
     return y;
 }
 
-/* Runs fn on both devices and compares output and gradients. */
-static void parity(const char *what, fn_t fn, int n, mf_tensor **in, void *u, double tol)
+/* Runs fn on the device under test and on the reference, and compares
+ * output and gradients in the dtype of in[0]. */
+static void parity(const char *what, fn_t fn, int n, mf_tensor **in, void *u, int flags)
 {
     mf_tensor *gc[8] = {0}, *gg[8] = {0};
-    mf_tensor *yc = run_on(MF_DEV_CPU, fn, n, in, u, gc);
-    mf_tensor *yg = run_on(MF_DEV_CUDA, fn, n, in, u, gg);
+    mf_dtype dt = mf_tensor_dtype(in[0]);
+    bool f64 = self_check && !(flags & (EXACT | SAME_DTYPE)) && dt == MF_F32;
+    mf_tensor *yc = run_on(MF_DEV_CPU, f64, fn, n, in, u, gc);
+    mf_tensor *yg = run_on(dut, false, fn, n, in, u, gg);
     char name[160];
     snprintf(name, sizeof name, "%s output", what);
-    expect_close(name, yg, yc, tol);
+    expect_close(name, yg, yc, dt, flags & EXACT);
     for (int i = 0; i < n; i++) {
-        ck_assert_msg(!gc[i] == !gg[i], "%s: input %d has a gradient on one device only", what, i);
+        ck_assert_msg(!gc[i] == !gg[i], "%s: input %d has a gradient on one side only", what, i);
         if (!gc[i]) continue;
         snprintf(name, sizeof name, "%s d/d input %d", what, i);
-        expect_close(name, gg[i], gc[i], tol);
+        expect_close(name, gg[i], gc[i], dt, flags & EXACT);
         mf_tensor_destroy(gc[i]);
         mf_tensor_destroy(gg[i]);
     }
     mf_tensor_destroy(yc);
     mf_tensor_destroy(yg);
+    ncases++;
 }
 
 static mf_tensor *rnd(mf_dtype dt, int ndim, const int64_t *shape, double lo, double hi)
@@ -148,71 +185,165 @@ static void free_all(int n, mf_tensor **t)
     for (int i = 0; i < n; i++) mf_tensor_destroy(t[i]);
 }
 
-/* ---------------------------------------------------------------- cases */
-typedef struct { int op; double a; } un_case;
+static const mf_dtype floats[2] = {MF_F32, MF_F64};
 
-static mf_tensor *un_fn(mf_tensor **in, void *u)
+/* ----------------------------------------------------- memory and random */
+static mf_tensor *fill_fn(mf_tensor **in, void *u)
 {
-    un_case *c = u;
-    mf_tensor *x = in[0];
-    switch (c->op) {
-    case 0: return mf_neg(x);
-    case 1: return mf_scale(x, c->a);
-    case 2: return mf_add_scalar(x, c->a);
-    case 3: return mf_pow(x, c->a);
-    case 4: return mf_exp(x);
-    case 5: return mf_log(x);
-    case 6: return mf_sqrt(x);
-    case 7: return mf_abs(x);
-    case 8: return mf_relu(x);
-    case 9: return mf_gelu(x);
-    case 10: return mf_sigmoid(x);
-    default: return mf_tanh(x);
+    (void)u;
+    mf_tensor *t = mf_clone(in[0]);
+    if (t && mf_fill_(t, -2.75) != MF_OK) mf_tensor_destroy(t), t = NULL;
+    mf_tensor *z = t ? mf_zeros(mf_tensor_dtype(in[0]), MF_DIMS(3)) : NULL;
+    mf_tensor *all[2] = {t, z}, *r = z ? mf_concat(2, all, 0) : NULL;
+    mf_tensor_destroy(t);
+    mf_tensor_destroy(z);
+    return r;
+}
+
+static void g_fill(void)
+{
+    for (int d = 0; d < 2; d++) {
+        mf_tensor *in[1] = {rnd(floats[d], MF_DIMS(37), -1, 1)};
+        parity("fill", fill_fn, 1, in, NULL, EXACT);
+        free_all(1, in);
     }
 }
 
-START_TEST(unary_ops)
+/* strided copies, casts and broadcasts */
+static mf_tensor *copy_fn(mf_tensor **in, void *u)
 {
-    for (int dt = 0; dt < 2; dt++)
-        for (int op = 0; op < 12; op++) {
-            mf_dtype t = dt ? MF_F64 : MF_F32;
-            bool pos = op == 3 || op == 5 || op == 6;
-            /* a transposed view: the strided path */
-            mf_tensor *b = rnd(t, MF_DIMS(7, 33), pos ? 0.2 : -2, 2);
+    (void)u;
+    mf_tensor *t = mf_transpose(in[0], 0, 1), *c = t ? mf_contiguous(t) : NULL;
+    mf_tensor *e = mf_expand(in[1], MF_DIMS(7, 5)), *ec = e ? mf_contiguous(e) : NULL;
+    mf_tensor *d = c ? mf_cast(c, MF_F64) : NULL, *back = d ? mf_cast(d, mf_tensor_dtype(in[0])) : NULL;
+    mf_tensor *flat[2] = {back ? mf_reshape(back, MF_DIMS(-1)) : NULL, ec ? mf_reshape(ec, MF_DIMS(-1)) : NULL};
+    mf_tensor *r = flat[0] && flat[1] ? mf_concat(2, flat, 0) : NULL;
+    mf_tensor *all[] = {t, c, e, ec, d, back, flat[0], flat[1]};
+    free_all(8, all);
+    return r;
+}
+
+static void g_copy(void)
+{
+    for (int d = 0; d < 2; d++) {
+        mf_tensor *in[2] = {rnd(floats[d], MF_DIMS(5, 9), -1, 1), rnd(floats[d], MF_DIMS(1, 5), -1, 1)};
+        parity("copy", copy_fn, 2, in, NULL, EXACT);
+        free_all(2, in);
+    }
+}
+
+static mf_tensor *rand_fn(mf_tensor **in, void *u)
+{
+    int k = *(int *)u;
+    mf_manual_seed(1234);
+    if (k == 0) return mf_rand(MF_F32, MF_DIMS(1001));
+    if (k == 1) return mf_randn(MF_F64, MF_DIMS(999));
+    return mf_dropout(in[0], 0.3, true);
+}
+
+static void g_philox(void)
+{
+    for (int k = 0; k < 2; k++) {
+        mf_tensor *in[1] = {rnd(MF_F32, MF_DIMS(3), -1, 1)};
+        /* normals go through log and cos, whose last bit may differ
+         * between libm and CUDA: the f64 rule, not equal bits */
+        parity(k == 0 ? "rand" : "randn", rand_fn, 1, in, &k, k == 0 ? EXACT : SAME_DTYPE);
+        free_all(1, in);
+    }
+}
+
+static void g_dropout(void)
+{
+    int k = 2;
+    mf_tensor *in[1] = {rnd(MF_F32, MF_DIMS(37, 29), -1, 1)};
+    parity("dropout", rand_fn, 1, in, &k, EXACT);
+    free_all(1, in);
+}
+
+/* ------------------------------------------------------------ elementwise */
+typedef mf_tensor *(*un_op)(mf_tensor *);
+static mf_tensor *un_scale(mf_tensor *x) { return mf_scale(x, 0.75); }
+static mf_tensor *un_add(mf_tensor *x) { return mf_add_scalar(x, 0.75); }
+static mf_tensor *un_pow(mf_tensor *x) { return mf_pow(x, 2.5); }
+static mf_tensor *un_round(mf_tensor *x) { return x; }   /* ROUND_BF16: by autocast, in g_unary */
+
+/* every unary op of the backend, by its enum: one added there without
+ * an entry here fails the count check in g_unary */
+static const struct { const char *name; un_op f; bool pos; } unary[MFI_UN_COUNT] = {
+    [MFI_UN_NEG] = {"neg", mf_neg, false},          [MFI_UN_SCALE] = {"scale", un_scale, false},
+    [MFI_UN_ADD_SCALAR] = {"add_scalar", un_add, false}, [MFI_UN_POW] = {"pow", un_pow, true},
+    [MFI_UN_EXP] = {"exp", mf_exp, false},          [MFI_UN_LOG] = {"log", mf_log, true},
+    [MFI_UN_SQRT] = {"sqrt", mf_sqrt, true},        [MFI_UN_ABS] = {"abs", mf_abs, false},
+    [MFI_UN_RELU] = {"relu", mf_relu, false},       [MFI_UN_GELU] = {"gelu", mf_gelu, false},
+    [MFI_UN_SIGMOID] = {"sigmoid", mf_sigmoid, false}, [MFI_UN_TANH] = {"tanh", mf_tanh, false},
+    [MFI_UN_ROUND_BF16] = {"round_bf16", un_round, false}, [MFI_UN_GELU_TANH] = {"gelu_tanh", mf_gelu_tanh, false},
+};
+
+static mf_tensor *un_fn(mf_tensor **in, void *u) { return unary[*(int *)u].f(in[0]); }
+
+typedef struct { int kind; bool ta, tb; } mm_case;
+static mf_tensor *mm_fn(mf_tensor **in, void *u)
+{
+    mm_case *c = u;
+    if (c->kind == 0) return mf_matmul_t(in[0], in[1], c->ta, c->tb);
+    return mf_linear(in[0], in[1], in[2]);
+}
+
+/* autocast: operands rounded to bfloat16 (ROUND_BF16 on a backend that
+ * does not round inside its GEMM), products exact in f32, so the f32
+ * rule holds */
+static void autocast_cases(void)
+{
+    ck_assert_ok(mf_autocast_set(MF_PRECISION_BF16));
+    mm_case m = {0, false, true}, l = {1, false, false};
+    mf_tensor *a[2] = {rnd(MF_F32, MF_DIMS(3, 64, 96), -1, 1), rnd(MF_F32, MF_DIMS(3, 48, 96), -1, 1)};
+    parity("bf16 matmul", mm_fn, 2, a, &m, SAME_DTYPE);
+    mf_tensor *b[3] = {rnd(MF_F32, MF_DIMS(33, 80), -1, 1), rnd(MF_F32, MF_DIMS(24, 80), -1, 1),
+                       rnd(MF_F32, MF_DIMS(24), -1, 1)};
+    parity("bf16 linear", mm_fn, 3, b, &l, SAME_DTYPE);
+    ck_assert_ok(mf_autocast_set(MF_PRECISION_FP32));
+    free_all(2, a);
+    free_all(3, b);
+}
+
+static void g_unary(void)
+{
+    for (int op = 0; op < MFI_UN_COUNT; op++) {
+        ck_assert_msg(unary[op].f, "unary op %d of the backend has no case here", op);
+        if (op == MFI_UN_ROUND_BF16) continue;
+        for (int d = 0; d < 2; d++) {
+            /* a transposed view (the strided path), values around 0 or positive */
+            mf_tensor *b = rnd(floats[d], MF_DIMS(7, 33), unary[op].pos ? 0.2 : -3, 3);
             mf_tensor *x = mf_transpose(b, 0, 1);
-            mf_tensor_destroy(b);
             mf_tensor *in[1] = {mf_contiguous(x)};
             mf_tensor_destroy(x);
+            mf_tensor_destroy(b);
             mf_tensor_set_requires_grad(in[0], true);
-            un_case c = {op, op == 3 ? 2.5 : 0.75};
             char what[64];
-            snprintf(what, sizeof what, "unary op %d %s", op, mf_dtype_name(t));
-            parity(what, un_fn, 1, in, &c, tol_of(t));
+            snprintf(what, sizeof what, "%s %s", unary[op].name, mf_dtype_name(floats[d]));
+            parity(what, un_fn, 1, in, &op, 0);
             free_all(1, in);
         }
-}
-END_TEST
-
-static mf_tensor *bin_fn(mf_tensor **in, void *u)
-{
-    switch (*(int *)u) {
-    case 0: return mf_add(in[0], in[1]);
-    case 1: return mf_sub(in[0], in[1]);
-    case 2: return mf_mul(in[0], in[1]);
-    case 3: return mf_div(in[0], in[1]);
-    case 4: return mf_maximum(in[0], in[1]);
-    case 5: return mf_eq(in[0], in[1]);
-    case 6: return mf_gt(in[0], in[1]);
-    default: return mf_lt(in[0], in[1]);
     }
+    autocast_cases();
 }
 
-START_TEST(binary_ops)
+typedef mf_tensor *(*bin_op)(mf_tensor *, mf_tensor *);
+static const struct { const char *name; bin_op f; } binary[MFI_BIN_COUNT] = {
+    [MFI_BIN_ADD] = {"add", mf_add}, [MFI_BIN_SUB] = {"sub", mf_sub}, [MFI_BIN_MUL] = {"mul", mf_mul},
+    [MFI_BIN_DIV] = {"div", mf_div}, [MFI_BIN_MAX] = {"maximum", mf_maximum}, [MFI_BIN_EQ] = {"eq", mf_eq},
+    [MFI_BIN_GT] = {"gt", mf_gt},    [MFI_BIN_LT] = {"lt", mf_lt},
+};
+
+static mf_tensor *bin_fn(mf_tensor **in, void *u) { return binary[*(int *)u].f(in[0], in[1]); }
+
+static void g_binary(void)
 {
-    for (int dt = 0; dt < 3; dt++)
-        for (int op = 0; op < 8; op++) {
-            mf_dtype t = dt == 0 ? MF_F32 : dt == 1 ? MF_F64 : MF_I64;
-            if (t == MF_I64 && op == 3) continue;
+    for (int op = 0; op < MFI_BIN_COUNT; op++) {
+        ck_assert_msg(binary[op].f, "binary op %d of the backend has no case here", op);
+        for (int d = 0; d < 3; d++) {
+            mf_dtype t = d < 2 ? floats[d] : MF_I64;
+            if (t == MF_I64 && op == MFI_BIN_DIV) continue;
             mf_tensor *in[2];
             if (t == MF_I64) {   /* broadcast [3,1,5] with [4,5] */
                 mf_tensor *a = ints(15, 4), *b = ints(20, 3);
@@ -225,15 +356,15 @@ START_TEST(binary_ops)
                 in[1] = rnd(t, MF_DIMS(4, 5), 0.5, 1.5);
             }
             char what[64];
-            snprintf(what, sizeof what, "binary op %d %s", op, mf_dtype_name(t));
-            parity(what, bin_fn, 2, in, &op, tol_of(t));
+            snprintf(what, sizeof what, "%s %s", binary[op].name, mf_dtype_name(t));
+            parity(what, bin_fn, 2, in, &op, t == MF_I64 || op >= MFI_BIN_EQ ? EXACT : 0);
             free_all(2, in);
         }
+    }
 }
-END_TEST
 
+/* ----------------------------------------------------------- reductions */
 typedef struct { int kind, naxes, axes[3]; bool keep; } red_case;
-
 static mf_tensor *red_fn(mf_tensor **in, void *u)
 {
     red_case *c = u;
@@ -246,75 +377,97 @@ static mf_tensor *red_fn(mf_tensor **in, void *u)
     }
 }
 
-START_TEST(reductions)
+/* the squared sums of gradient clipping (MFI_RED_SUMSQ): returns the clipped gradient */
+static mf_tensor *clip_fn(mf_tensor **in, void *u)
+{
+    (void)u;
+    mf_tensor *w = mf_clone(in[0]);
+    mf_tensor_set_requires_grad(w, true);
+    mf_tensor *sq = mf_mul(w, w), *l = sq ? mf_sum_all(sq) : NULL;
+    mf_named_tensor item = {"w", w, MF_ENTRY_PARAM};
+    mf_tensor_list lst = {1, &item};
+    double norm = 0;
+    mf_tensor *r = NULL;
+    if (l && mf_backward(l) == MF_OK && mf_clip_grad_norm(&lst, 0.5, &norm) == MF_OK) r = mf_clone(mf_tensor_grad(w));
+    mf_tensor_destroy(sq);
+    mf_tensor_destroy(l);
+    mf_tensor_destroy(w);
+    return r;
+}
+
+static void red_cases(int kind_lo, int kind_hi)
 {
     red_case cases[] = {{0, 1, {0}, false}, {0, 1, {2}, true}, {0, 2, {0, 2}, false}, {1, 1, {1}, false},
                         {2, 1, {2}, false}, {2, 2, {0, 1}, true}, {3, 0, {0}, false}, {4, 1, {1}, false},
                         {4, 1, {2}, true}};
-    for (int dt = 0; dt < 2; dt++)
+    for (int d = 0; d < 2; d++)
         for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
-            mf_dtype t = dt ? MF_F64 : MF_F32;
-            mf_tensor *in[1] = {rnd(t, MF_DIMS(6, 5, 301), -1, 1)};
+            if (cases[k].kind < kind_lo || cases[k].kind > kind_hi) continue;
+            /* positive values: sums without cancellation, so the rule is per element */
+            mf_tensor *in[1] = {rnd(floats[d], MF_DIMS(6, 5, 301), 0.25, 1.25)};
             char what[64];
-            snprintf(what, sizeof what, "reduction %zu %s", k, mf_dtype_name(t));
-            parity(what, red_fn, 1, in, &cases[k], tol_of(t));
+            snprintf(what, sizeof what, "reduction %zu %s", k, mf_dtype_name(floats[d]));
+            parity(what, red_fn, 1, in, &cases[k], cases[k].kind == 4 ? EXACT : 0);
             free_all(1, in);
         }
 }
-END_TEST
 
-typedef struct { int kind; bool ta, tb; } mm_case;
-
-static mf_tensor *mm_fn(mf_tensor **in, void *u)
+static void g_reduce(void)
 {
-    mm_case *c = u;
-    if (c->kind == 0) return mf_matmul_t(in[0], in[1], c->ta, c->tb);
-    return mf_linear(in[0], in[1], in[2]);
+    red_cases(0, 3);
+    for (int d = 0; d < 2; d++) {
+        mf_tensor *in[1] = {rnd(floats[d], MF_DIMS(40, 13), -1, 1)};
+        mf_tensor_set_requires_grad(in[0], false);
+        parity("clip_grad_norm", clip_fn, 1, in, NULL, 0);
+        free_all(1, in);
+    }
 }
 
-START_TEST(matmul_and_linear)
+static void g_argmax(void) { red_cases(4, 4); }
+
+/* --------------------------------------------------------------- GEMMs */
+static void g_gemm(void)
 {
-    for (int dt = 0; dt < 2; dt++) {
-        mf_dtype t = dt ? MF_F64 : MF_F32;
+    for (int d = 0; d < 2; d++) {
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
                 mm_case c = {0, ta, tb};
-                /* batched: [2, 37, 19] x [2, 19, 23] with transposes */
-                mf_tensor *in[2] = {ta ? rnd(t, MF_DIMS(2, 19, 37), -1, 1) : rnd(t, MF_DIMS(2, 37, 19), -1, 1),
-                                    tb ? rnd(t, MF_DIMS(2, 23, 19), -1, 1) : rnd(t, MF_DIMS(2, 19, 23), -1, 1)};
-                parity("matmul", mm_fn, 2, in, &c, tol_of(t));
+                /* batched: [2, 37, 19] x [2, 19, 23], with transposes */
+                mf_tensor *in[2] = {ta ? rnd(floats[d], MF_DIMS(2, 19, 37), -1, 1) : rnd(floats[d], MF_DIMS(2, 37, 19), -1, 1),
+                                    tb ? rnd(floats[d], MF_DIMS(2, 23, 19), -1, 1) : rnd(floats[d], MF_DIMS(2, 19, 23), -1, 1)};
+                parity("matmul", mm_fn, 2, in, &c, 0);
                 free_all(2, in);
             }
         mm_case c = {1, false, false};
-        mf_tensor *in[3] = {rnd(t, MF_DIMS(17, 40), -1, 1), rnd(t, MF_DIMS(9, 40), -1, 1), rnd(t, MF_DIMS(9), -1, 1)};
-        parity("linear", mm_fn, 3, in, &c, tol_of(t));
+        mf_tensor *in[3] = {rnd(floats[d], MF_DIMS(17, 40), -1, 1), rnd(floats[d], MF_DIMS(9, 40), -1, 1),
+                            rnd(floats[d], MF_DIMS(9), -1, 1)};
+        parity("linear", mm_fn, 3, in, &c, 0);
         free_all(3, in);
     }
+    autocast_cases();
 }
-END_TEST
 
+/* -------------------------------------------------------------- softmax */
 typedef struct { int kind, dim; } sm_case;
-
 static mf_tensor *sm_fn(mf_tensor **in, void *u)
 {
     sm_case *c = u;
     return c->kind ? mf_log_softmax(in[0], c->dim) : mf_softmax(in[0], c->dim);
 }
 
-START_TEST(softmax_both)
+static void g_softmax(void)
 {
-    for (int dt = 0; dt < 2; dt++)
+    for (int d = 0; d < 2; d++)
         for (int kind = 0; kind < 2; kind++)
             for (int dim = 0; dim < 3; dim++) {
-                mf_dtype t = dt ? MF_F64 : MF_F32;
                 sm_case c = {kind, dim};
-                mf_tensor *in[1] = {rnd(t, MF_DIMS(4, 11, 6), -3, 3)};
-                parity("softmax", sm_fn, 1, in, &c, tol_of(t));
+                mf_tensor *in[1] = {rnd(floats[d], MF_DIMS(4, 11, 6), -3, 3)};
+                parity(kind ? "log_softmax" : "softmax", sm_fn, 1, in, &c, 0);
                 free_all(1, in);
             }
 }
-END_TEST
 
+/* --------------------------------------------------------------- losses */
 static mf_tensor *loss_fn(mf_tensor **in, void *u)
 {
     int k = *(int *)u;
@@ -327,50 +480,57 @@ static mf_tensor *loss_fn(mf_tensor **in, void *u)
         return l;
     }
     if (k < 9) return mf_mse_loss(in[0], in[2], r);
-    return mf_l1_loss(in[0], in[2], r);
+    if (k < 12) return mf_l1_loss(in[0], in[2], r);
+    /* the fused LM head: x [300, 32] weight [97, 32], rows in chunks */
+    return mf_linear_cross_entropy(in[0], in[2], in[1], r);
 }
 
-START_TEST(losses)
+static void loss_cases(int lo, int hi)
 {
-    for (int dt = 0; dt < 2; dt++)
-        for (int k = 0; k < 12; k++) {
-            mf_dtype t = dt ? MF_F64 : MF_F32;
-            mf_tensor *in[3] = {rnd(t, MF_DIMS(13, 10), -2, 2), ints(13, 10), rnd(t, MF_DIMS(13, 10), -2, 2)};
-            parity("loss", loss_fn, 3, in, &k, tol_of(t));
+    for (int d = 0; d < 2; d++)
+        for (int k = lo; k < hi; k++) {
+            bool head = k >= 12;
+            mf_tensor *in[3] = {head ? rnd(floats[d], MF_DIMS(300, 32), -1, 1) : rnd(floats[d], MF_DIMS(13, 10), -2, 2),
+                                head ? ints(300, 97) : ints(13, 10),
+                                head ? rnd(floats[d], MF_DIMS(97, 32), -0.5, 0.5) : rnd(floats[d], MF_DIMS(13, 10), -2, 2)};
+            parity(head ? "linear_cross_entropy" : "loss", loss_fn, 3, in, &k, 0);
             free_all(3, in);
         }
 }
-END_TEST
 
+static void g_nll(void) { loss_cases(0, 6); }
+static void g_lm_head(void) { loss_cases(0, 3), loss_cases(12, 15); }
+
+/* ------------------------------------------------------------ embedding */
 static mf_tensor *emb_fn(mf_tensor **in, void *u)
 {
     (void)u;
     return mf_embedding(in[0], in[1]);
 }
 
-START_TEST(embedding_rows)
+static void g_embedding(void)
 {
-    mf_tensor *idx = ints(24, 9);   /* repeats: gradients add up */
-    mf_tensor *in[2] = {rnd(MF_F32, MF_DIMS(9, 16), -1, 1), mf_reshape(idx, MF_DIMS(4, 6))};
-    parity("embedding", emb_fn, 2, in, NULL, TOL_F32);
-    free_all(2, in);
-    mf_tensor_destroy(idx);
+    for (int d = 0; d < 2; d++) {
+        mf_tensor *idx = ints(24, 9);   /* repeats: gradients add up */
+        mf_tensor *in[2] = {rnd(floats[d], MF_DIMS(9, 16), -1, 1), mf_reshape(idx, MF_DIMS(4, 6))};
+        parity("embedding", emb_fn, 2, in, NULL, 0);
+        free_all(2, in);
+        mf_tensor_destroy(idx);
+    }
 }
-END_TEST
 
+/* ---------------------------------------------------------- convolution */
 typedef struct { mf_conv2d_params p; bool bias; } conv_case;
-
 static mf_tensor *conv_fn(mf_tensor **in, void *u)
 {
     conv_case *c = u;
     return mf_conv2d(in[0], in[1], c->bias ? in[2] : NULL, &c->p);
 }
 
-START_TEST(conv2d_variants)
+static void g_conv(void)
 {
-    for (int dt = 0; dt < 2; dt++)
+    for (int d = 0; d < 2; d++)
         for (int v = 0; v < 4; v++) {
-            mf_dtype t = dt ? MF_F64 : MF_F32;
             conv_case c = {mf_conv2d_defaults(), v != 1};
             int groups = v == 3 ? 2 : 1;
             if (v >= 1) c.p.padding[0] = c.p.padding[1] = 1;
@@ -379,18 +539,25 @@ START_TEST(conv2d_variants)
                 c.p.dilation[1] = 2;
             }
             c.p.groups = groups;
-            mf_tensor *in[3] = {rnd(t, MF_DIMS(3, 4, 9, 8), -1, 1), rnd(t, MF_DIMS(6, 4 / groups, 3, 3), -1, 1),
-                                rnd(t, MF_DIMS(6), -1, 1)};
+            mf_tensor *in[3] = {rnd(floats[d], MF_DIMS(3, 4, 9, 8), -1, 1),
+                                rnd(floats[d], MF_DIMS(6, 4 / groups, 3, 3), -1, 1), rnd(floats[d], MF_DIMS(6), -1, 1)};
             char what[64];
-            snprintf(what, sizeof what, "conv2d variant %d %s", v, mf_dtype_name(t));
-            parity(what, conv_fn, 3, in, &c, tol_of(t));
+            snprintf(what, sizeof what, "conv2d variant %d %s", v, mf_dtype_name(floats[d]));
+            parity(what, conv_fn, 3, in, &c, 0);
             free_all(3, in);
         }
+    ck_assert_ok(mf_autocast_set(MF_PRECISION_BF16));
+    conv_case c = {mf_conv2d_defaults(), true};
+    c.p.padding[0] = c.p.padding[1] = 1;
+    mf_tensor *in[3] = {rnd(MF_F32, MF_DIMS(4, 8, 10, 10), -1, 1), rnd(MF_F32, MF_DIMS(16, 8, 3, 3), -1, 1),
+                        rnd(MF_F32, MF_DIMS(16), -1, 1)};
+    parity("bf16 conv2d", conv_fn, 3, in, &c, SAME_DTYPE);
+    ck_assert_ok(mf_autocast_set(MF_PRECISION_FP32));
+    free_all(3, in);
 }
-END_TEST
 
+/* -------------------------------------------------------------- pooling */
 typedef struct { int kind; mf_pool2d_params p; } pool_case;
-
 static mf_tensor *pool_fn(mf_tensor **in, void *u)
 {
     pool_case *c = u;
@@ -399,9 +566,9 @@ static mf_tensor *pool_fn(mf_tensor **in, void *u)
     return mf_adaptive_avg_pool2d(in[0], 3, 2);
 }
 
-START_TEST(pooling)
+static void pool_cases(int lo, int hi)
 {
-    for (int v = 0; v < 7; v++) {
+    for (int v = lo; v < hi; v++) {
         pool_case c = {v < 3 ? 0 : v < 6 ? 1 : 2, mf_pool2d_defaults(2)};
         if (v == 1 || v == 4 || v == 5) {   /* overlapping windows with padding */
             c.p = mf_pool2d_defaults(3);
@@ -413,14 +580,16 @@ START_TEST(pooling)
         mf_tensor *in[1] = {rnd(MF_F32, MF_DIMS(2, 3, 9, 7), -1, 1)};
         char what[64];
         snprintf(what, sizeof what, "pooling variant %d", v);
-        parity(what, pool_fn, 1, in, &c, TOL_F32);
+        parity(what, pool_fn, 1, in, &c, 0);
         free_all(1, in);
     }
 }
-END_TEST
 
+static void g_maxpool(void) { pool_cases(0, 3); }
+static void g_avgpool(void) { pool_cases(3, 7); }
+
+/* -------------------------------------------------------- normalisation */
 typedef struct { int kind; bool train; } norm_case;
-
 static mf_tensor *norm_fn(mf_tensor **in, void *u)
 {
     norm_case *c = u;
@@ -432,51 +601,65 @@ static mf_tensor *norm_fn(mf_tensor **in, void *u)
     /* training also updates the running statistics: fold them in */
     mf_tensor *rv3 = mf_reshape(rv, MF_DIMS(3, 1, 1));
     mf_tensor *ys = y && c->train ? mf_mul(y, rv3) : mf_tensor_retain(y);
-    mf_tensor_destroy(rv3);
-    mf_tensor_destroy(y);
-    mf_tensor_destroy(rm);
-    mf_tensor_destroy(rv);
+    mf_tensor *all[] = {rv3, y, rm, rv};
+    free_all(4, all);
     return ys;
 }
 
-START_TEST(normalisation)
+static void norm_cases(int lo, int hi)
 {
-    for (int dt = 0; dt < 2; dt++)
-        for (int k = 0; k < 3; k++) {
-            mf_dtype t = dt ? MF_F64 : MF_F32;
+    for (int d = 0; d < 2; d++)
+        for (int k = lo; k < hi; k++) {
             norm_case c = {k == 2, k == 0};
-            mf_tensor *in[5] = {k == 2 ? rnd(t, MF_DIMS(5, 3, 4, 6), -1, 1) : rnd(t, MF_DIMS(5, 3, 4, 6), -1, 1),
-                                rnd(t, MF_DIMS(4, 6), 0.5, 1.5), rnd(t, MF_DIMS(4, 6), -1, 1), rnd(t, MF_DIMS(3), 0.5, 1.5),
-                                rnd(t, MF_DIMS(3), -1, 1)};
-            parity(k == 2 ? "layer_norm" : k ? "batch_norm eval" : "batch_norm train", norm_fn, 5, in, &c, tol_of(t));
+            mf_tensor *in[5] = {rnd(floats[d], MF_DIMS(5, 3, 4, 6), -1, 1), rnd(floats[d], MF_DIMS(4, 6), 0.5, 1.5),
+                                rnd(floats[d], MF_DIMS(4, 6), -1, 1), rnd(floats[d], MF_DIMS(3), 0.5, 1.5),
+                                rnd(floats[d], MF_DIMS(3), -1, 1)};
+            parity(k == 2 ? "layer_norm" : k ? "batch_norm eval" : "batch_norm train", norm_fn, 5, in, &c, 0);
             free_all(5, in);
         }
 }
-END_TEST
 
-/* Random fills and dropout masks: the same bits on both devices. */
-static mf_tensor *rand_fn(mf_tensor **in, void *u)
+static void g_batchnorm(void) { norm_cases(0, 2); }
+static void g_layernorm(void) { norm_cases(2, 3); }
+
+/* ------------------------------------------------------------ attention */
+typedef struct { int heads; bool fused; } attn_case;
+static mf_tensor *attn_fn(mf_tensor **in, void *u)
 {
-    int k = *(int *)u;
-    mf_manual_seed(1234);
-    if (k == 0) return mf_rand(MF_F32, MF_DIMS(1001));
-    if (k == 1) return mf_randn(MF_F64, MF_DIMS(999));
-    return mf_dropout(in[0], 0.3, true);
+    attn_case *c = u;
+    if (c->fused) return mf_causal_self_attention(in[0], c->heads);   /* strided heads of qkv */
+    return mf_causal_attention(in[0], in[1], in[2]);
 }
 
-START_TEST(philox_same_bits)
+/* T around the tiles' sizes (64 query rows, up to 256 keys), 1 to 4
+ * heads, head sizes 16 and 64, separate q, k, v and GPT's fused qkv */
+static void g_attention(void)
 {
-    for (int k = 0; k < 3; k++) {
-        mf_tensor *in[1] = {rnd(MF_F32, MF_DIMS(37, 29), -1, 1)};
-        /* normals go through log/cos, whose last bit may differ between libm and CUDA */
-        parity(k == 0 ? "rand" : k == 1 ? "randn" : "dropout", rand_fn, 1, in, &k, k == 1 ? 1e-15 : 0);
-        free_all(1, in);
-    }
+    static const struct { int64_t b, h, t, d; bool fused; } cases[] = {
+        {2, 3, 1, 16, false},  {1, 2, 63, 16, false}, {1, 1, 64, 64, false}, {2, 4, 65, 16, false},
+        {1, 2, 130, 32, false}, {1, 1, 257, 16, false}, {2, 2, 70, 16, true}, {1, 4, 129, 16, true},
+    };
+    for (int d = 0; d < 2; d++)
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            int64_t b = cases[i].b, h = cases[i].h, t = cases[i].t, hd = cases[i].d;
+            attn_case c = {(int)h, cases[i].fused};
+            char what[96];
+            snprintf(what, sizeof what, "attention b%lld h%lld t%lld d%lld%s %s", (long long)b, (long long)h, (long long)t,
+                     (long long)hd, c.fused ? " fused qkv" : "", mf_dtype_name(floats[d]));
+            if (c.fused) {
+                mf_tensor *in[1] = {rnd(floats[d], MF_DIMS(b, t, 3 * h * hd), -1, 1)};
+                parity(what, attn_fn, 1, in, &c, 0);
+                free_all(1, in);
+            } else {
+                mf_tensor *in[3] = {rnd(floats[d], MF_DIMS(b, h, t, hd), -1, 1), rnd(floats[d], MF_DIMS(b, h, t, hd), -1, 1),
+                                    rnd(floats[d], MF_DIMS(b, h, t, hd), -1, 1)};
+                parity(what, attn_fn, 3, in, &c, 0);
+                free_all(3, in);
+            }
+        }
 }
-END_TEST
 
-typedef struct { int kind; } opt_case;
-
+/* ----------------------------------------------------------- optimizers */
 /* Three optimizer steps on w with the gradient of sum(w*w*c); returns w. */
 static mf_tensor *opt_fn(mf_tensor **in, void *u)
 {
@@ -509,9 +692,8 @@ static mf_tensor *opt_fn(mf_tensor **in, void *u)
         mf_optim_zero_grad(o);
         mf_tensor *sq = mf_mul(w, w), *p = sq ? mf_mul(sq, in[1]) : NULL, *loss = p ? mf_sum_all(p) : NULL;
         if (!loss || mf_backward(loss) != MF_OK || mf_optim_step(o) != MF_OK) s = 3;
-        mf_tensor_destroy(sq);
-        mf_tensor_destroy(p);
-        mf_tensor_destroy(loss);
+        mf_tensor *all[] = {sq, p, loss};
+        free_all(3, all);
     }
     mf_optim_destroy(o);
     mf_tensor *r = mf_tensor_detach(w);
@@ -519,48 +701,94 @@ static mf_tensor *opt_fn(mf_tensor **in, void *u)
     return r;
 }
 
-START_TEST(optimizers)
+static void opt_cases(int lo, int hi)
 {
-    for (int dt = 0; dt < 2; dt++)
-        for (int kind = 0; kind < 4; kind++) {
-            mf_dtype t = dt ? MF_F64 : MF_F32;
-            mf_tensor *in[2] = {rnd(t, MF_DIMS(50), -1, 1), rnd(t, MF_DIMS(50), 0.5, 1.5)};
+    for (int d = 0; d < 2; d++)
+        for (int kind = lo; kind < hi; kind++) {
+            mf_tensor *in[2] = {rnd(floats[d], MF_DIMS(50), -1, 1), rnd(floats[d], MF_DIMS(50), 0.5, 1.5)};
             mf_tensor_set_requires_grad(in[0], false);
             mf_tensor_set_requires_grad(in[1], false);
-            parity("optimizer", opt_fn, 2, in, &kind, tol_of(t));
+            parity("optimizer", opt_fn, 2, in, &kind, 0);
             free_all(2, in);
         }
 }
-END_TEST
 
-/* Autocast: the GPU multiplies the bfloat16 operands on its tensor cores
- * (cublasGemmEx), the CPU in f32 on the rounded values: equal up to the
- * order of the f32 sums. */
-START_TEST(autocast_bf16)
+static void g_sgd(void) { opt_cases(0, 1); }
+static void g_adam(void) { opt_cases(1, 3); }
+static void g_rmsprop(void) { opt_cases(3, 4); }
+
+/* ------------------------------------------ each kernel of the table: its cases */
+static void check_fill(void) { g_fill(); }
+static void check_copy(void) { g_copy(); }
+static void check_philox_fill(void) { g_philox(); }
+static void check_unary_fwd(void) { g_unary(); }
+static void check_unary_bwd(void) { g_unary(); }
+static void check_binary_fwd(void) { g_binary(); }
+static void check_reduce(void) { g_reduce(); }
+static void check_argmax(void) { g_argmax(); }
+static void check_gemm(void) { g_gemm(); }
+static void check_softmax_fwd(void) { g_softmax(); }
+static void check_softmax_bwd(void) { g_softmax(); }
+static void check_nll_fwd(void) { g_nll(); }
+static void check_nll_bwd(void) { g_nll(); }
+static void check_xent_bwd(void) { g_lm_head(); }
+static void check_embedding_fwd(void) { g_embedding(); }
+static void check_embedding_bwd(void) { g_embedding(); }
+static void check_conv2d_fwd(void) { g_conv(); }
+static void check_conv2d_bwd_data(void) { g_conv(); }
+static void check_conv2d_bwd_filter(void) { g_conv(); }
+static void check_maxpool2d_fwd(void) { g_maxpool(); }
+static void check_maxpool2d_bwd(void) { g_maxpool(); }
+static void check_avgpool2d_fwd(void) { g_avgpool(); }
+static void check_avgpool2d_bwd(void) { g_avgpool(); }
+static void check_batchnorm_fwd(void) { g_batchnorm(); }
+static void check_batchnorm_bwd(void) { g_batchnorm(); }
+static void check_layernorm_fwd(void) { g_layernorm(); }
+static void check_layernorm_bwd(void) { g_layernorm(); }
+static void check_attention_fwd(void) { g_attention(); }
+static void check_attention_bwd(void) { g_attention(); }
+static void check_dropout_fwd(void) { g_dropout(); }
+static void check_sgd_step(void) { g_sgd(); }
+static void check_adam_step(void) { g_adam(); }
+static void check_rmsprop_step(void) { g_rmsprop(); }
+
+#define KERNEL_ENTRY(name, args) {#name, check_##name},
+static const struct { const char *name; void (*check)(void); } kernels[] = {MFI_KERNELS(KERNEL_ENTRY)};
+#undef KERNEL_ENTRY
+enum { NKERNELS = sizeof kernels / sizeof *kernels };
+
+/* Loop test i: kernel i's cases, then the kernel must have run on the
+ * device under test. One line per kernel for the summary table. */
+START_TEST(kernel_parity)
 {
-    ck_assert_ok(mf_autocast_set(MF_PRECISION_BF16));
-    mm_case m = {0, false, true};
-    mf_tensor *a[2] = {rnd(MF_F32, MF_DIMS(3, 64, 96), -1, 1), rnd(MF_F32, MF_DIMS(3, 48, 96), -1, 1)};
-    parity("bf16 matmul", mm_fn, 2, a, &m, 1e-5);
-    mm_case l = {1, false, false};
-    mf_tensor *b[3] = {rnd(MF_F32, MF_DIMS(33, 80), -1, 1), rnd(MF_F32, MF_DIMS(24, 80), -1, 1),
-                       rnd(MF_F32, MF_DIMS(24), -1, 1)};
-    parity("bf16 linear", mm_fn, 3, b, &l, 1e-5);
-    conv_case c = {mf_conv2d_defaults(), true};
-    c.p.padding[0] = c.p.padding[1] = 1;
-    mf_tensor *d[3] = {rnd(MF_F32, MF_DIMS(4, 8, 10, 10), -1, 1), rnd(MF_F32, MF_DIMS(16, 8, 3, 3), -1, 1),
-                       rnd(MF_F32, MF_DIMS(16), -1, 1)};
-    parity("bf16 conv2d", conv_fn, 3, d, &c, 1e-5);
-    ck_assert_ok(mf_autocast_set(MF_PRECISION_FP32));
-    free_all(2, a);
-    free_all(3, b);
-    free_all(3, d);
+    ck_assert_msg(NKERNELS <= 64 && !strcmp(mf_kernel_name(_i), kernels[_i].name),
+                  "the library's kernel %d is '%s', the test's '%s'", _i, mf_kernel_name(_i), kernels[_i].name);
+    worst = 0;
+    ncases = 0;
+    memset(dut_calls, 0, sizeof dut_calls);
+    mf_manual_seed(100 + (uint64_t)_i);
+    double t0 = mf_time();
+    kernels[_i].check();
+    ck_assert_msg(dut_calls[_i] > 0, "kernel %s: its %d case(s) never ran it on %s", kernels[_i].name, ncases,
+                  mf_device_name(dut));
+    printf("parity kernel %-18s %3d cases  %6lld calls  worst %.3f of the tolerance  %.2f s  ok\n", kernels[_i].name,
+           ncases, (long long)dut_calls[_i], worst, mf_time() - t0);
+    fflush(stdout);
 }
 END_TEST
+
+/* --list: the kernels this test checks, one per line (tests/cuda_kernels.sh
+ * compares them with the table's source) */
+static int list_kernels(void)
+{
+    for (int i = 0; i < NKERNELS; i++) printf("%s\n", kernels[i].name);
+    return 0;
+}
 
 /* ------------------------------------------------------ device handling */
 START_TEST(devices_and_errors)
 {
+    if (self_check) return;   /* needs a second device */
     mf_tensor *c = mf_ones(MF_F32, MF_DIMS(2, 3));
     mf_tensor *g = mf_to_device(c, MF_DEV_CUDA);
     ck_assert_nonnull(g);
@@ -576,8 +804,7 @@ START_TEST(devices_and_errors)
     /* a target out of range fails as on the CPU */
     mf_tensor *tg = mf_from_data(MF_I64, MF_DIMS(2), (const int64_t[]){0, 3});
     mf_tensor *tgc = mf_to_device(tg, MF_DEV_CUDA);
-    ck_assert_fails(mf_cross_entropy(g, tgc, MF_REDUCTION_MEAN), MF_ERR_ARG, "target 3",
-                    "out of range for 3 classes");
+    ck_assert_fails(mf_cross_entropy(g, tgc, MF_REDUCTION_MEAN), MF_ERR_ARG, "target 3", "out of range for 3 classes");
     /* the device's memory is cached */
     mf_memory_stats st;
     mf_memory_get_stats_on(MF_DEV_CUDA, &st);
@@ -587,54 +814,26 @@ START_TEST(devices_and_errors)
 }
 END_TEST
 
-/* An MLP trained for a few steps: the same losses on both devices. */
-static mf_tensor *train_fn(mf_tensor **in, void *u)
-{
-    (void)u;
-    mf_manual_seed(7);
-    mf_module *m = mf_model_mlp(20, 32, 5);
-    mf_tensor_list *ps = mf_module_parameters(m);
-    mf_adam_opts ao = mf_adam_defaults();
-    mf_optim *o = mf_adam_create(ps, &ao);
-    double losses[5];
-    for (int s = 0; s < 5; s++) {
-        mf_optim_zero_grad(o);
-        mf_tensor *y = mf_module_forward(m, in[0]);
-        mf_tensor *l = y ? mf_cross_entropy(y, in[1], MF_REDUCTION_MEAN) : NULL;
-        losses[s] = l ? mf_tensor_item(l) : NAN;
-        if (l) mf_backward(l);
-        mf_optim_step(o);
-        mf_tensor_destroy(y);
-        mf_tensor_destroy(l);
-    }
-    mf_optim_destroy(o);
-    mf_tensor_list_destroy(ps);
-    mf_module_destroy(m);
-    return mf_from_data(MF_F64, MF_DIMS(5), losses);
-}
-
-START_TEST(mlp_training)
-{
-    mf_tensor *in[2] = {rnd(MF_F32, MF_DIMS(64, 20), -1, 1), ints(64, 5)};
-    mf_tensor_set_requires_grad(in[0], false);
-    parity("mlp losses", train_fn, 2, in, NULL, 1e-5);
-    free_all(2, in);
-}
-END_TEST
-
-/* SKIP without a GPU (or without the CUDA backend); FAIL when a GPU is
- * there but CUDA cannot start on it (an old driver, no cuBLAS) */
+/* SKIP without a GPU (or without the CUDA backend), after the cases ran
+ * on the CPU against f64; FAIL when a GPU is there but CUDA cannot start
+ * on it (an old driver, no cuBLAS) */
 static const char *no_cuda(bool *fail)
 {
-    static char why[768];
+    static char why[900];
     if (mf_cuda_available()) return NULL;
     char what[512];
     mf_device_describe(MF_DEV_CUDA, what, sizeof what);
     const char *dev = mf_test_gpu_device();
     const char *hidden = getenv("CUDA_VISIBLE_DEVICES");
     *fail = dev && !strstr(what, "built without") && !(hidden && !*hidden);
-    if (*fail) snprintf(why, sizeof why, "a GPU is present (%s) but CUDA failed to start: %s", dev, what);
-    else snprintf(why, sizeof why, "%s", what);
+    if (*fail) {
+        snprintf(why, sizeof why, "a GPU is present (%s) but CUDA failed to start: %s", dev, what);
+        return why;
+    }
+    snprintf(why, sizeof why, "%s (the %d kernels' cases ran on the CPU in f32 against f64 instead: within half "
+             "the tolerance)", what, NKERNELS);
+    self_check = true;
+    dut = MF_DEV_CPU;
     return why;
 }
 
@@ -644,22 +843,13 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("parity");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, devices_and_errors);
-    tcase_add_test(tc, unary_ops);
-    tcase_add_test(tc, binary_ops);
-    tcase_add_test(tc, reductions);
-    tcase_add_test(tc, matmul_and_linear);
-    tcase_add_test(tc, softmax_both);
-    tcase_add_test(tc, losses);
-    tcase_add_test(tc, embedding_rows);
-    tcase_add_test(tc, conv2d_variants);
-    tcase_add_test(tc, pooling);
-    tcase_add_test(tc, normalisation);
-    tcase_add_test(tc, philox_same_bits);
-    tcase_add_test(tc, optimizers);
-    tcase_add_test(tc, mlp_training);
-    tcase_add_test(tc, autocast_bf16);
+    tcase_add_loop_test(tc, kernel_parity, 0, NKERNELS);
     suite_add_tcase(s, tc);
     return s;
 }
 
-int main(int argc, char **argv) { return mf_test_main_unless(argc, argv, make_suite, no_cuda); }
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--list")) return list_kernels();
+    return mf_test_main_then_skip(argc, argv, make_suite, no_cuda);
+}

@@ -103,6 +103,13 @@ MF_API double mf_profile_seconds(mf_prof_class c, int64_t *calls);
  * mf_profile_seconds, the rate a kernel class ran at inside training. */
 MF_API double mf_profile_flops(mf_prof_class c);
 MF_API const char *mf_profile_class_name(mf_prof_class c);
+/* The backend kernel table (doc/extending.md): the name of kernel i
+ * ("gemm", "attention_fwd", ...; i from 0, NULL past the last), and how
+ * many times a kernel ran on a device type since start-up, always
+ * counted (-1: no kernel of that name). The parity tests read it to
+ * prove that a case ran the kernel it checks on the device it names. */
+MF_API const char *mf_kernel_name(int i);
+MF_API int64_t mf_kernel_calls(mf_device_type dev, const char *kernel);
 
 /* Memory held by the caching allocator, in bytes. */
 typedef struct mf_memory_stats {

@@ -86,7 +86,7 @@ mf_tensor *mfi_bf16_image(mf_tensor *t, mf_prof_class cls)
     mf_tensor *img = mfi_tensor_new_on(mf_tensor_device(t), MF_F32, 1, &half);
     if (!img) return NULL;   /* the GEMM converts it instead */
     mf_status st;
-    MFI_KERNEL(st, cls, be, bf16_image, mf_tensor_data(img), mf_tensor_data(t), n);
+    MFI_HOOK(st, cls, be, bf16_image, mf_tensor_data(img), mf_tensor_data(t), n);
     if (st != MF_OK) {
         mf_tensor_destroy(img);
         return NULL;
@@ -106,7 +106,7 @@ mf_tensor *mfi_conv_image(mf_tensor *t, const mfi_conv2d *g, int which, bool *ow
     mf_tensor *img = mfi_tensor_new_on(mf_tensor_device(t), MF_F32, 1, &n);
     if (!img) return NULL;   /* the kernels convert t instead */
     mf_status st;
-    MFI_KERNEL(st, MF_PROF_CONV, be, conv_image, g, which, mf_tensor_data(img), mf_tensor_data(t));
+    MFI_HOOK(st, MF_PROF_CONV, be, conv_image, g, which, mf_tensor_data(img), mf_tensor_data(t));
     if (st != MF_OK) {
         mf_tensor_destroy(img);
         return NULL;

@@ -82,7 +82,11 @@ static mf_status gpu_pack(mfi_bucket *b, int slot, const mfi_opt_param *p, mf_te
     z.ndim = 1;
     z.shape[0] = numel;
     z.stride[0] = 1;
-    return mfi_backend_for(MF_DEV_CUDA)->fill(&z, 0.0);
+    const mfi_backend *be = mfi_backend_for(MF_DEV_CUDA);
+    if (!be) return mf_last_status();
+    mf_status st = MF_OK;
+    MFI_KERNEL(st, MF_PROF_OTHER, be, fill, &z, 0.0);
+    return st;
 }
 
 /* MPI reads the buffer outside the stream's order: the packing must be
