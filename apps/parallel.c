@@ -149,25 +149,26 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
                        : "cannot be cut into equal groups, one per stage");
         return MF_ERR_ARG;
     }
-    int k = n / P;
+    int k = n / P, tp = o->tensor_parallel ? o->tensor_parallel : 1;
+    int kdp = gpt && k % tp == 0 ? k / tp : k;   /* a stage's data-parallel ranks */
     pp->nstages = P;
     pp->schedule = o->pipeline_schedule;
     pp->micro_batches = o->micro_batches ? o->micro_batches : default_micro_batches(o->batch_size, P);
     pp->loader_micro = pp->micro_batches;
     pp->mode = o->parallel ? o->parallel : "dp";
-    if (o->shards) {   /* one shard per rank in each micro-batch */
+    if (o->shards) {   /* one shard per data-parallel rank in each micro-batch */
         if (strcmp(pp->mode, "dp") && strcmp(pp->mode, "none")) {
             snprintf(err, len, "--deterministic: --parallel %s; the shards' sums cover data parallelism (dp, also "
                      "inside pipeline stages)", pp->mode);
             return MF_ERR_ARG;
         }
-        if (o->shards % k || (o->micro_batches && (o->shards / k) % o->micro_batches)) {
-            snprintf(err, len, "--deterministic=%d: the shards do not split evenly over %d rank(s) per stage%s", o->shards,
-                     k, o->micro_batches && o->shards % k == 0 ? " and --micro-batches" : "");
+        if (o->shards % kdp || (o->micro_batches && (o->shards / kdp) % o->micro_batches)) {
+            snprintf(err, len, "--deterministic=%d: the shards do not split evenly over %d data-parallel rank(s) per "
+                     "stage%s", o->shards, kdp, o->micro_batches && o->shards % kdp == 0 ? " and --micro-batches" : "");
             return MF_ERR_ARG;
         }
         pp->shards = o->shards;
-        pp->micro_batches = o->shards / k;
+        pp->micro_batches = o->shards / kdp;
         pp->loader_micro = 1;   /* each rank loads its consecutive shards */
     }
     if (!strcmp(pp->mode, "none")) {
@@ -177,7 +178,6 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
         }
         pp->mode = "dp";
     }
-    int tp = o->tensor_parallel ? o->tensor_parallel : 1;
     if (gpt && k % tp) {
         snprintf(err, len, "--tensor-parallel %d: each of the %d stages has %d rank(s), which do not form groups of %d",
                  tp, P, k, tp);
@@ -203,7 +203,7 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
     shard_of(pp);
     if (gpt) {
         mf_gpt_pipeline_opts go = {P, pp->first, pp->stage, {1, o->sequence_parallel, 0}, pp->micro_batches,
-                                   MF_PIPELINE_1F1B};
+                                   MF_PIPELINE_1F1B, pp->shards};
         if (mf_pipeline_schedule_parse(o->pipeline_schedule, &go.schedule) == MF_OK)
             pp->pipe = mf_gpt_pipeline_create(model, &go);
         if (!pp->pipe) snprintf(err, len, "--pipeline-stages: %s", mf_last_error());
@@ -339,9 +339,10 @@ mf_status par_micro_batches(const par *pp, int64_t rows, int n, bool shards, mf_
     for (int m = 0; m < n && st == MF_OK; m++) {
         int64_t bm = rows / n + (m < rows % n);   /* the loader's balanced split into micro-batches */
         int64_t piece;
-        if (shards) {   /* one shard of rows / (n k) rows on each of the stage's k ranks */
-            piece = rows / ((int64_t)n * mf_placement_size(pp->p));
-            bm = piece * mf_placement_size(pp->p);
+        if (shards) {   /* one shard of rows / (n k) rows on each of the stage's k data-parallel ranks */
+            int64_t k = pp->shard_count > 0 ? pp->shard_count : 1;
+            piece = rows / ((int64_t)n * k);
+            bm = piece * k;
             gs[0] = bm;
         } else {
             gs[0] = bm;

@@ -220,7 +220,7 @@ int main(int argc, char **argv)
         }
         free(ranks);
         if (mf_pipeline_balance(mf_gpt_layers(m), s.pp, first) != MF_OK) die("balance");
-        mf_gpt_pipeline_opts go = {s.pp, first, stage, {1, s.sp, 0}, M, MF_PIPELINE_1F1B};
+        mf_gpt_pipeline_opts go = {s.pp, first, stage, {1, s.sp, 0}, M, MF_PIPELINE_1F1B, 0};
         if (!(pipe = mf_gpt_pipeline_create(m, &go))) die("mf_gpt_pipeline_create");
         p = mf_placement_retain(stage[0]);
     } else if (n > 1 || s.zero) {

@@ -5,11 +5,14 @@
 #   x 2 data-parallel ranks, and with ZeRO-1: the metrics CSV's losses are
 #   byte for byte the 1-rank run's, and `mpiflow-ckpt diff` finds no
 #   difference in the final parameters and optimizer state;
+# - a GPT data-parallel on 1, 2 and 3 ranks and with ZeRO-1 likewise, and
+#   under tensor (and sequence) parallelism of 2 the same bits with 1 or
+#   2 data-parallel ranks beside it; ZeRO-2/3 and GPT pipelines refused;
 # - a run saved on 1 rank and resumed on 3 ends with the straight run's bits;
 # - without --deterministic the same runs differ in the last digits, so the
 #   comparison can fail;
 # - bad requests fail on every rank with exit 2.
-. "$top_srcdir/tests/lib.sh"
+. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
 CKPT="$top_builddir/mpiflow-ckpt"
@@ -81,6 +84,40 @@ tail -n +2 "$T/resumed.loss" | cmp "$T/want" - || fail "resumed on 3 ranks: the 
 "$CKPT" diff -q "$T/lenet1.h5" "$T/resumed.h5" || fail "resumed on 3 ranks: the final state differs"
 echo "ok: saved on 1 rank at step 6, resumed on 3: steps 7-12 and the final state bit for bit"
 
+# a GPT: data parallel on 1, 2 and 3 ranks and with ZeRO-1 against 1
+# rank; with tensor (and sequence) parallelism of 2, the bits do not
+# depend on the data-parallel ranks beside it (tp itself splits the
+# matrix products, so it is compared with itself, not with 1 rank)
+word_text "$T/text.txt" 1200
+gpt="--model gpt --dataset text:$T/text.txt --n-layer 2 --n-head 4 --n-embd 32 --seq-len 16 --vocab-size 258
+    --batch-size 12 --optimizer adam --lr 0.01 --clip-grad 1 --threads 1 --log-every 1 --no-eval --seed 3
+    --deterministic"
+# shellcheck disable=SC2086
+run gpt1 1 $gpt --steps 12
+grep -q "deterministic: 12 shards summed in order" "$T/out" || fail "gpt: the header does not describe the shards"
+for np in 2 3; do
+    # shellcheck disable=SC2086
+    run "gpt$np" "$np" $gpt --steps 12
+    same gpt1 "gpt$np" "gpt, data parallel on $np ranks"
+done
+# shellcheck disable=SC2086
+run gptzero 2 $gpt --steps 12 --zero 1
+same gpt1 gptzero "gpt, ZeRO-1 on 2 ranks"
+for sp in "" --sequence-parallel; do
+    # shellcheck disable=SC2086
+    run "gpttp$sp" 2 $gpt --steps 6 --tensor-parallel 2 $sp
+    # shellcheck disable=SC2086
+    run "gptdptp$sp" 4 $gpt --steps 6 --tensor-parallel 2 $sp
+    grep -q "2 data-parallel x 2 tensor-parallel" "$T/out" || fail "gpt tp 2 on 4 ranks: not 2 x 2"
+    cmp "$T/gpttp$sp.loss" "$T/gptdptp$sp.loss" || fail "gpt tp 2 $sp: 2 data-parallel ranks change the losses"
+    "$CKPT" diff -q "$T/gpttp$sp.h5" "$T/gptdptp$sp.h5" || fail "gpt tp 2 $sp: 2 data-parallel ranks change the state"
+    echo "ok: gpt, tensor parallel 2 $sp: 2 data-parallel ranks beside it give the bits of 1 (6 steps and the state)"
+done
+# shellcheck disable=SC2086
+refused 2 "--deterministic with --zero 2: ZeRO-2 and -3 sum each gradient" $gpt --steps 1 --zero 2
+# shellcheck disable=SC2086
+refused 2 "--deterministic with pipeline stages for gpt" $gpt --steps 1 --pipeline-stages 2
+
 # bad requests: exit 2 and the message on every rank
 bad() {
     np=$1 want=$2
@@ -89,7 +126,7 @@ bad() {
 }
 bad 1 "--deterministic=5 does not divide --batch-size 64" --deterministic=5
 bad 1 "--deterministic=x: not a shard count" --deterministic=x
-bad 3 "--deterministic=8: the shards do not split evenly over 3 rank" --deterministic=8
+bad 3 "--deterministic=8: the shards do not split evenly over 3 data-parallel rank(s)" --deterministic=8
 bad 2 "--deterministic: --parallel mp; the shards' sums cover data parallelism" --deterministic --parallel mp
 bad 2 "--micro-batches 3 must divide the shards" --deterministic=8 --batch-size 48 --micro-batches 3
-echo "bitwise: mlp and lenet, data parallel on 1-4 ranks, pipelines and ZeRO-1, bit for bit with --deterministic"
+echo "bitwise: mlp and lenet on 1-4 ranks, pipelines and ZeRO-1, a GPT on 1-3 ranks, with ZeRO-1 and tp, bit for bit with --deterministic"

@@ -272,7 +272,7 @@ START_TEST(test_errors)
     m = model();   /* everything on stage 0's ranks */
     ck_assert_ok(mf_module_to_global(m, p0, "B"));
     o.shards = 5;   /* 2 micro-batches x 1 rank per stage are 2 shards */
-    ck_assert_fails(mf_pipeline_create(m, &o), MF_ERR_ARG, "5 deterministic shards over stage 0's 1 rank(s)");
+    ck_assert_fails(mf_pipeline_create(m, &o), MF_ERR_ARG, "5 deterministic shards over stage 0's 1 data-parallel rank(s)");
     o.shards = 2;
     const char *bcast[2] = {"B", "S(0)"};
     o.input_sbp = bcast;

@@ -100,12 +100,22 @@ typedef struct mf_gpt_pipeline_opts {
     mf_gpt_parallel par;                /* inside every stage (zero 0) */
     int micro_batches;
     mf_pipeline_schedule schedule;
+    /* deterministic mode's shards (mf_pipeline_opts.shards; 0: off): the
+     * same bits on any number of data-parallel ranks, at a fixed
+     * tensor-parallel size; train with mf_gpt_pipeline_loss_sum. One
+     * stage only: with the head on another stage than the embedding,
+     * the tied weight's two gradients would meet outside the shards'
+     * order (refused). */
+    int shards;
 } mf_gpt_pipeline_opts;
 MF_API mf_module *mf_gpt_layers(mf_module *gpt);
 MF_API mf_pipeline *mf_gpt_pipeline_create(mf_module *gpt, const mf_gpt_pipeline_opts *o);
 /* The loss of such a pipeline (user: the GPT): the mean next-token
  * cross-entropy of the last stage's hidden states through the head. */
 MF_API mf_tensor *mf_gpt_pipeline_loss(mf_tensor *hidden, mf_tensor *targets, void *gpt);
+/* The same loss summed over the micro-batch's tokens, as deterministic
+ * shards take it (the executor divides by the batch's tokens). */
+MF_API mf_tensor *mf_gpt_pipeline_loss_sum(mf_tensor *hidden, mf_tensor *targets, void *gpt);
 
 /* Activation recompute (doc/gpt.md, "Recompute"), with mf_recompute:
  * BLOCK keeps only each block's input and runs the block's forward

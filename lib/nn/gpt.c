@@ -536,13 +536,13 @@ static mf_tensor *gpt_forward(mf_module *m, mf_tensor *idx)
 /* The mean next-token cross-entropy of hidden states h [B, T, C]
  * against targets [B, T], through the head weight w (the logits never
  * exist). */
-mf_tensor *mfi_gpt_head_loss(mf_tensor *h, mf_tensor *w, mf_tensor *targets)
+mf_tensor *mfi_gpt_head_loss(mf_tensor *h, mf_tensor *w, mf_tensor *targets, mf_reduction r)
 {
     if (mfi_check_input("mf_gpt_loss", "targets", targets) != MF_OK) return NULL;
     const int64_t *s = mf_tensor_shape(h);
     mf_tensor *h2 = mf_reshape(h, 2, (const int64_t[]){s[0] * s[1], s[2]});
     mf_tensor *t1 = h2 ? mf_reshape(targets, 1, (const int64_t[]){s[0] * s[1]}) : NULL;
-    mf_tensor *loss = t1 ? mf_linear_cross_entropy(h2, w, t1, MF_REDUCTION_MEAN) : NULL;
+    mf_tensor *loss = t1 ? mf_linear_cross_entropy(h2, w, t1, r) : NULL;
     mf_tensor_destroy(h2);
     mf_tensor_destroy(t1);
     return loss;
@@ -552,7 +552,7 @@ mf_tensor *mf_gpt_loss(mf_module *m, mf_tensor *idx, mf_tensor *targets)
 {
     mf_tensor *h = mf_gpt_hidden(m, idx);
     mf_tensor *w = h ? use(&((const gpt_priv *)m->priv)->par, mf_module_child(m, "transformer"), "wte.weight") : NULL;
-    mf_tensor *loss = w ? mfi_gpt_head_loss(h, w, targets) : NULL;
+    mf_tensor *loss = w ? mfi_gpt_head_loss(h, w, targets, MF_REDUCTION_MEAN) : NULL;
     mf_tensor_destroy(h);
     mf_tensor_destroy(w);
     return loss;

@@ -104,15 +104,25 @@ mf_module *mf_gpt_layers(mf_module *gpt)
     return par->layers;
 }
 
-mf_tensor *mf_gpt_pipeline_loss(mf_tensor *hidden, mf_tensor *targets, void *gpt)
+static mf_tensor *pipeline_loss(const char *fn, mf_tensor *hidden, mf_tensor *targets, void *gpt, mf_reduction r)
 {
     mfi_gpt_par *par = mfi_gpt_par_of(gpt);
     if (!par) {
-        mfi_error(MF_ERR_ARG, "mf_gpt_pipeline_loss: the user argument is not a GPT");
+        mfi_error(MF_ERR_ARG, "%s: the user argument is not a GPT", fn);
         return NULL;
     }
     mf_tensor *w = par->head ? par->head : mf_module_get(gpt, "transformer.wte.weight");
-    return mfi_gpt_head_loss(hidden, w, targets);
+    return mfi_gpt_head_loss(hidden, w, targets, r);
+}
+
+mf_tensor *mf_gpt_pipeline_loss(mf_tensor *hidden, mf_tensor *targets, void *gpt)
+{
+    return pipeline_loss("mf_gpt_pipeline_loss", hidden, targets, gpt, MF_REDUCTION_MEAN);
+}
+
+mf_tensor *mf_gpt_pipeline_loss_sum(mf_tensor *hidden, mf_tensor *targets, void *gpt)
+{
+    return pipeline_loss("mf_gpt_pipeline_loss_sum", hidden, targets, gpt, MF_REDUCTION_SUM);
 }
 
 /* The head's copy of the token embedding on placement p, laid out as
@@ -197,6 +207,13 @@ mf_pipeline *mf_gpt_pipeline_create(mf_module *gpt, const mf_gpt_pipeline_opts *
     for (int s = 0; s < P; s++)
         for (int k = first[s]; k < first[s + 1]; k++) stage_of[k] = s;
     const int last = stage_of[L + 1], emb = stage_of[0];
+    if (o->shards && last != emb) {
+        free(stage_of);
+        mfi_error(MF_ERR_ARG, "%s: deterministic shards keep the GPT on one stage: with the head on stage %d and the "
+                  "token embedding on stage %d, the tied weight's two gradients would meet outside the shards' order",
+                  fn, last, emb);
+        return NULL;
+    }
     mf_status st = mfi_gpt_place(gpt, o->placements, stage_of, &o->par);
     free(stage_of);
     if (st != MF_OK) return NULL;
@@ -211,7 +228,7 @@ mf_pipeline *mf_gpt_pipeline_create(mf_module *gpt, const mf_gpt_pipeline_opts *
         input_sbp(o->placements[s], &o->par, s == 0, sbp[s], sizeof sbp[s]);
         in[s] = sbp[s];
     }
-    mf_pipeline_opts po = {P, first, o->placements, in, o->micro_batches, o->schedule, 0};
+    mf_pipeline_opts po = {P, first, o->placements, in, o->micro_batches, o->schedule, o->shards};
     mf_pipeline *pp = mf_pipeline_create(layers, &po);
     if (pp && par->head && mf_pipeline_tie(pp, wte, par->head) != MF_OK) {
         mf_pipeline_destroy(pp);

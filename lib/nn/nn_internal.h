@@ -56,7 +56,7 @@ mf_tensor *mfi_gpt_block(mf_module *gpt, int i, mf_tensor *x, bool tr);
 mf_tensor *mfi_gpt_final(mf_module *gpt, mf_tensor *x);
 /* The mean cross-entropy of hidden states h [B, T, C] against targets
  * [B, T] through the head weight w [V, C]. */
-mf_tensor *mfi_gpt_head_loss(mf_tensor *h, mf_tensor *w, mf_tensor *targets);
+mf_tensor *mfi_gpt_head_loss(mf_tensor *h, mf_tensor *w, mf_tensor *targets, mf_reduction r);
 /* Places the GPT's parameters (gpt_parallel.c): layer k's (numbered as
  * above) on pl[stage_of[k]], each split as o says; the GPT's
  * parallelism is set from o. Collective. */

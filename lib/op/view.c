@@ -6,7 +6,7 @@
  * themselves; a slice's gradient is zeros with gy copied into the same
  * slice; expand's gradient is summed back (mfi_sum_to).
  */
-#include "lib/internal.h"
+#include "lib/global/global_internal.h"
 
 /* ------------------------------------------------------------- reshape */
 typedef struct reshape_attrs {
@@ -76,11 +76,16 @@ static mf_status reshape_infer(mfi_call *c, mfi_meta *out)
 }
 
 /* the ranks of p's mesh, all dims together (1 on local tensors) */
+/* The ranks that can split x's dimension in the result: those of the
+ * mesh dimensions where x is split now (on a dimension where x is B or
+ * P the signature B or P costs nothing and wins, so S is never chosen
+ * there), or of the whole mesh when x's layout is unknown. */
 static int64_t mesh_ranks(const mfi_call *c)
 {
+    const mf_tensor *x = c->in ? c->in[0] : NULL;
     int64_t n = 1;
     for (int d = 0; c->placement && d < mf_placement_mesh_ndim(c->placement); d++)
-        n *= mf_placement_mesh_dim(c->placement, d);
+        if (!x || !x->global || x->global->sbp.d[d].kind == MF_SBP_S) n *= mf_placement_mesh_dim(c->placement, d);
     return n;
 }
 

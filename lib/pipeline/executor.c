@@ -58,6 +58,7 @@ struct mf_pipeline {
     mfi_rng_rows *rows;   /* [cap]: which samples of the batch micro-batch m holds */
     int rows_cap;
     int V;                /* deterministic mode's shards (0: off) */
+    int dp_dim, kdp;      /* ... the stages' data-parallel mesh dimension (input S(0)) and its size */
     mfi_shards *shards;   /* their gradients on this rank's stage */
     mfi_ties *ties;       /* parameters used on two stages (tied.c) */
 };
@@ -156,13 +157,25 @@ static mf_status check_opts(mf_pipeline *pp, mf_module *seq, const mf_pipeline_o
             if (sb->d[d].kind == MF_SBP_P)
                 MF_FAIL(MF_ERR_ARG, "%s: stage %d's input layout '%s' is partial; inputs arrive split or "
                         "broadcast", fn, s, o->input_sbp[s]);
-        int k = o->placements[s]->n;
-        if (o->shards && (sb->ndim != 1 || sb->d[0].kind != MF_SBP_S || sb->d[0].axis != 0))
+        if (!o->shards) continue;
+        /* one mesh dimension splits the batch (S(0)); the others hold
+         * it whole (tensor parallelism: B, or S(1) for a sequence) */
+        int dp = -1;
+        for (int d = 0; d < sb->ndim; d++) {
+            bool batch = sb->d[d].kind == MF_SBP_S && sb->d[d].axis == 0;
+            if (batch && dp >= 0) dp = -2;
+            else if (batch && dp == -1) dp = d;
+        }
+        if (dp < 0 || (s > 0 && dp != pp->dp_dim))
             MF_FAIL(MF_ERR_ARG, "%s: deterministic shards need data parallelism: stage %d's input is '%s', not "
-                    "S(0) on a 1-D placement", fn, s, o->input_sbp[s]);
-        if (o->shards && o->micro_batches * k != o->shards)
-            MF_FAIL(MF_ERR_ARG, "%s: %d deterministic shards over stage %d's %d rank(s) make %d micro-batches of one "
-                    "shard each, not %d", fn, o->shards, s, k, o->shards % k ? -1 : o->shards / k, o->micro_batches);
+                    "S(0) on exactly one mesh dimension (the same in every stage)", fn, s, o->input_sbp[s]);
+        pp->dp_dim = dp;
+        int k = o->placements[s]->mesh[dp];
+        if (o->micro_batches * k != o->shards)
+            MF_FAIL(MF_ERR_ARG, "%s: %d deterministic shards over stage %d's %d data-parallel rank(s) make %d "
+                    "micro-batches of one shard each, not %d", fn, o->shards, s, k, o->shards % k ? -1 : o->shards / k,
+                    o->micro_batches);
+        pp->kdp = k;
     }
     return MF_OK;
 }
@@ -260,7 +273,7 @@ static mf_status layout_rows(mf_pipeline *pp, int n, mf_tensor *const *x)
 static mf_status layout_shards(mf_pipeline *pp, int n, mf_tensor *const *x)
 {
     MF_TRY(layout_rows(pp, n, x));
-    int k = pp->pl[0]->n;
+    int k = pp->kdp;
     for (int m = 0; m < n; m++) {
         int64_t s = pp->rows[m].nrows / k;
         pp->rows[m] = (mfi_rng_rows){k * s, m * s, s, n * s};
@@ -359,6 +372,34 @@ static mf_status stage_value(mf_tensor *t, double *v)
     return MF_OK;
 }
 
+/* Deterministic mode: this rank's own shard's value of a loss that is
+ * partial over the data-parallel dimension dp (the sum over the batch's
+ * rows), summed over the other dimensions' partial sums (tensor
+ * parallelism), but not over dp. Collective over the stage. */
+static mf_status shard_value(mf_tensor *t, int dp, double *v)
+{
+    if (!t->global) {
+        *v = mf_tensor_item(t);
+        return MF_OK;
+    }
+    mf_nd_sbp to = t->global->sbp;
+    for (int d = 0; d < to.ndim; d++)
+        if (d != dp && to.d[d].kind == MF_SBP_P) to.d[d] = (mf_sbp){MF_SBP_B, 0};
+    if (to.d[dp].kind != MF_SBP_P && t->global->placement->mesh[dp] > 1) {
+        char sbp[64];
+        MF_FAIL(MF_ERR_ARG, "deterministic shards: the loss must be a sum over the batch's rows (partial over the "
+                "data-parallel ranks, mesh dimension %d), not a mean or a value they share; it is %s", dp,
+                mf_nd_sbp_str(&t->global->sbp, sbp, sizeof sbp));
+    }
+    bool prev = mf_set_grad_enabled(false);
+    mf_tensor *b = mfi_redistribute(t, t->global->placement, &to);
+    mf_set_grad_enabled(prev);
+    if (!b) return mf_last_status();
+    *v = b->global->local ? mf_tensor_item(b->global->local) : NAN;
+    mf_tensor_destroy(b);
+    return MF_OK;
+}
+
 /* every rank gets the last stage's n values (from its first rank) */
 static mf_status share(const mf_pipeline *pp, double *v, int n)
 {
@@ -443,7 +484,7 @@ typedef struct run {
     int nvals;
     double vals[MAX_VALS];        /* training: the loss of each micro-batch, summed in order */
     double *mine;                 /* deterministic mode: this rank's summed loss of each shard */
-    int64_t rows;                 /* ... and the batch's rows */
+    int64_t targets;              /* ... and the batch's targets (rows, or rows x tokens) */
     double busy;
     int in_flight, max_in_flight;
 } run;
@@ -499,12 +540,11 @@ static mf_status last_stage(run *r, int m, mf_tensor *out)
     mb *b = &r->mbs[m];
     mf_tensor *vals[MAX_VALS] = {NULL};
     mf_status st = MF_OK;
-    if (r->train && r->pp->V) {   /* a shard's summed loss over the batch's rows, kept apart */
+    if (r->train && r->pp->V) {   /* a shard's summed loss over the batch's targets, kept apart */
         vals[0] = r->loss ? r->loss(out, r->y[m], r->user) : mf_cross_entropy(out, r->y[m], MF_REDUCTION_SUM);
         if (!vals[0]) return mf_last_status();
-        const mf_tensor *l = vals[0]->global ? vals[0]->global->local : vals[0];
-        r->mine[m] = l ? mf_tensor_item(l) : NAN;
-        b->out = mf_scale(vals[0], 1.0 / (double)r->rows);
+        st = shard_value(vals[0], r->pp->dp_dim, &r->mine[m]);
+        if (st == MF_OK) b->out = mf_scale(vals[0], 1.0 / (double)r->targets);
         if (!b->out) st = mf_last_status();
         mf_tensor_destroy(vals[0]);
         return st;
@@ -666,8 +706,9 @@ static mf_status execute(run *r, const int *ops, int nops)
     if (st == MF_OK && r->train && pp->V && pp->me >= 0) {   /* the sums over the shards, in shard order */
         st = mfi_shards_sum(pp->shards);
         double sum = 0;
-        if (st == MF_OK && pp->me == pp->P - 1) st = mfi_shards_loss(pp->pl[pp->me], r->mine, r->n, pp->V, &sum);
-        r->vals[0] = sum / (double)r->rows;
+        if (st == MF_OK && pp->me == pp->P - 1)
+            st = mfi_shards_loss(pp->pl[pp->me]->dim_comm[pp->dp_dim], r->mine, r->n, pp->V, &sum);
+        r->vals[0] = sum / (double)r->targets;
     }
     if (r->train && pp->V) st = mf_agree(st);
     if (st == MF_OK) st = share(pp, r->vals, MAX_VALS);
@@ -692,11 +733,11 @@ mf_status mf_pipeline_train_step(mf_pipeline *pp, mf_tensor *const *x, mf_tensor
     mf_status st = ops && r.mbs ? MF_OK : mfi_error(MF_ERR_NOMEM, "%s: out of memory", fn);
     if (st == MF_OK) st = pp->V ? layout_shards(pp, pp->M, x) : layout_rows(pp, pp->M, x);
     if (st == MF_OK && pp->V) {
-        r.rows = (int64_t)pp->M * (x[0]->ndim ? x[0]->shape[0] : 1);
+        r.targets = (int64_t)pp->M * mf_tensor_numel(y[0]);   /* the global micro-batch's */
         r.mine = calloc((size_t)pp->M, sizeof *r.mine);
         if (!r.mine) st = mfi_error(MF_ERR_NOMEM, "%s: out of memory", fn);
         if (st == MF_OK && !pp->shards && pp->me >= 0) {
-            pp->shards = mfi_shards_create(pp->seq, pp->first[pp->me], pp->first[pp->me + 1], pp->V, pp->M);
+            pp->shards = mfi_shards_create(pp->seq, pp->first[pp->me], pp->first[pp->me + 1], pp->V, pp->M, pp->dp_dim);
             if (!pp->shards) st = mf_last_status();
         }
     }

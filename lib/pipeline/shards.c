@@ -14,6 +14,14 @@
  * (mfi_allreduce_pieces). The loss is summed the same way, from each
  * shard's summed loss.
  *
+ * On a mesh (data parallel x tensor parallel), the shards are cut along
+ * the data-parallel dimension: each parameter is B there, and its
+ * shards are summed among the ranks that differ only in that coordinate.
+ * What tensor parallelism leaves partial (a B parameter whose uses see
+ * different pieces, e.g. sequence parallel's LayerNorms) is then summed
+ * by boxing over the other dimensions, whose sizes the run fixes, so the
+ * bits still do not depend on the data-parallel rank count.
+ *
  * Cost: V / k copies of the stage's gradients on each rank, an
  * all-to-all and an allgather per parameter instead of one allreduce,
  * and GEMMs of B / V rows.
@@ -30,6 +38,7 @@ typedef struct sparam {
 
 struct mfi_shards {
     int V, n;            /* shards, and this rank's share of them */
+    int dp;              /* the data-parallel mesh dimension */
     int np;
     sparam *p;
 };
@@ -53,9 +62,9 @@ static mf_status add(mfi_shards *s, mf_tensor *t, const char *name)
     if (!mf_tensor_requires_grad(t)) return MF_OK;
     if (!t->global)
         MF_FAIL(MF_ERR_ARG, "deterministic shards: parameter '%s' is not global on its stage's placement", name);
-    if (t->global->sbp.ndim != 1 || t->global->sbp.d[0].kind != MF_SBP_B)
-        MF_FAIL(MF_ERR_ARG, "deterministic shards: parameter '%s' is not B (data-parallel); the shards' sums "
-                "cover data parallelism only", name);
+    if (t->global->sbp.d[s->dp].kind != MF_SBP_B)
+        MF_FAIL(MF_ERR_ARG, "deterministic shards: parameter '%s' is not B over the data-parallel ranks (ZeRO-2/3 "
+                "split it there); the shards' sums need whole parameters", name);
     sparam *np = realloc(s->p, (size_t)(s->np + 1) * sizeof *np);
     if (!np) MF_FAIL(MF_ERR_NOMEM, "deterministic shards: out of memory");
     s->p = np;
@@ -70,7 +79,7 @@ static mf_status add(mfi_shards *s, mf_tensor *t, const char *name)
     return MF_OK;
 }
 
-mfi_shards *mfi_shards_create(mf_module *seq, int first, int last, int V, int n)
+mfi_shards *mfi_shards_create(mf_module *seq, int first, int last, int V, int n, int dp)
 {
     mfi_shards *s = calloc(1, sizeof *s);
     if (!s) {
@@ -79,6 +88,7 @@ mfi_shards *mfi_shards_create(mf_module *seq, int first, int last, int V, int n)
     }
     s->V = V;
     s->n = n;
+    s->dp = dp;
     mf_status st = MF_OK;
     for (int c = first; c < last && st == MF_OK; c++) {
         mf_tensor_list *l = mf_module_parameters(mf_module_child_at(seq, c));
@@ -120,6 +130,28 @@ mf_status mfi_shards_stash(mfi_shards *s, int j)
     return MF_OK;
 }
 
+/* g (this rank's piece of p's gradient, summed over the shards: B over
+ * the data-parallel dimension) with the other dimensions' partial sums
+ * done: p's own layout. Takes g. */
+static mf_tensor *finish_other_dims(const mfi_shards *s, mf_tensor *p, mf_tensor *g)
+{
+    mf_nd_sbp from = mfi_nd_sbp_dual(&p->global->sbp);
+    from.d[s->dp] = (mf_sbp){MF_SBP_B, 0};
+    if (mfi_nd_sbp_equal(&from, &p->global->sbp)) return g;
+    mfi_meta gm;
+    mfi_meta_of(p, &gm);
+    mf_tensor *w = mfi_global_wrap(g, p->global->placement, &from, &gm, false);
+    if (!w) return NULL;
+    bool prev = mf_set_grad_enabled(false);
+    mf_tensor *done = mfi_redistribute(w, p->global->placement, &p->global->sbp);
+    mf_set_grad_enabled(prev);
+    mf_tensor *l = done && done->global->local ? mf_tensor_retain(done->global->local) : NULL;
+    if (done && !l) mfi_error(MF_ERR_INTERNAL, "deterministic shards: no local piece of '%s'", mf_tensor_name(p));
+    mf_tensor_destroy(done);
+    mf_tensor_destroy(w);
+    return l;
+}
+
 mf_status mfi_shards_sum(mfi_shards *s)
 {
     mf_status st = MF_OK;
@@ -127,7 +159,7 @@ mf_status mfi_shards_sum(mfi_shards *s)
         sparam *p = &s->p[i];
         mf_tensor *l = local_of(p->t);
         if (!l) continue;
-        mfi_comm *c = p->t->global->placement->comm;
+        mfi_comm *c = p->t->global->placement->dim_comm[s->dp];
         size_t bytes = (size_t)p->numel * mf_dtype_size(p->t->dtype);
         mf_tensor *g = mfi_tensor_new_on(MF_DEV_CPU, l->dtype, l->ndim, l->shape);
         if (!g) return mf_last_status();
@@ -144,6 +176,7 @@ mf_status mfi_shards_sum(mfi_shards *s)
             mf_tensor_destroy(g);
             g = d;
         }
+        if (st == MF_OK && !(g = finish_other_dims(s, p->t, g))) st = mf_last_status();
         if (st == MF_OK) st = mf_tensor_set_grad(l, g);
         if (st == MF_OK) st = mfi_global_set_grad_synced(p->t, true);   /* summed: the optimizer's sync leaves it */
         mf_tensor_destroy(g);
@@ -151,13 +184,15 @@ mf_status mfi_shards_sum(mfi_shards *s)
     return st;
 }
 
-mf_status mfi_shards_loss(const mf_placement *pl, const double *mine, int n, int V, double *sum)
+mf_status mfi_shards_loss(mfi_comm *dp, const double *mine, int n, int V, double *sum)
 {
+    int k = mfi_comm_size_of(dp);
     double *all = malloc((size_t)V * sizeof *all);
-    int64_t *counts = malloc((size_t)pl->n * sizeof *counts);
+    int64_t *counts = malloc((size_t)k * sizeof *counts);
     mf_status st = all && counts ? MF_OK : mfi_error(MF_ERR_NOMEM, "deterministic shards: out of memory");
-    for (int q = 0; st == MF_OK && q < pl->n; q++) counts[q] = n;
-    if (st == MF_OK) st = mfi_allgather(pl->comm, mine, all, counts, MF_F64);
+    if (st == MF_OK && (int64_t)k * n != V) st = mfi_error(MF_ERR_INTERNAL, "deterministic shards: %d ranks x %d != %d", k, n, V);
+    for (int q = 0; st == MF_OK && q < k; q++) counts[q] = n;
+    if (st == MF_OK) st = mfi_allgather(dp, mine, all, counts, MF_F64);
     *sum = 0;
     for (int v = 0; st == MF_OK && v < V; v++) *sum += all[v];   /* in shard order */
     free(all);

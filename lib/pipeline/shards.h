@@ -8,18 +8,20 @@
 #include "lib/internal.h"
 
 typedef struct mfi_shards mfi_shards;
-/* The parameters of layers first .. last-1 of seq (B on this rank's
- * stage), with room for n of the V shards' gradients each. */
-mfi_shards *mfi_shards_create(mf_module *seq, int first, int last, int V, int n);
+/* The parameters of layers first .. last-1 of seq (B over mesh dimension
+ * dp, the data-parallel one, of this rank's stage), with room for n of
+ * the V shards' gradients each. */
+mfi_shards *mfi_shards_create(mf_module *seq, int first, int last, int V, int n, int dp);
 void mfi_shards_destroy(mfi_shards *s);
 /* Moves each parameter's gradient into slot j (this rank's j-th shard)
  * and clears it. */
 mf_status mfi_shards_stash(mfi_shards *s, int j);
 /* Each parameter's gradient becomes the sum over the V shards in shard
- * order; collective over the stage. */
+ * order (then boxed to the parameter's layout over the other mesh
+ * dimensions); collective over the stage. */
 mf_status mfi_shards_sum(mfi_shards *s);
-/* *sum: the n values of each rank of pl (its shards, in order) summed in
- * shard order; collective over pl. */
-mf_status mfi_shards_loss(const mf_placement *pl, const double *mine, int n, int V, double *sum);
+/* *sum: the n values of each rank of the data-parallel communicator dp
+ * (its shards, in order) summed in shard order; collective over dp. */
+mf_status mfi_shards_loss(mfi_comm *dp, const double *mine, int n, int V, double *sum);
 
 #endif
