@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "apps/parallel.h"
 #include "apps/preempt.h"
+#include "apps/train_device.h"
 #include "apps/train_gpt.h"
 #include "apps/train_opts.h"
 #include "mpiflow.h"
@@ -317,7 +318,9 @@ static mf_status pipe_train_step(run *r, mf_tensor *x, mf_tensor *y, double *los
     mf_status st = par_micro_batches(&r->par, mf_loader_batch_rows(r->loader), n, r->par.shards > 0, x, y, mx, my);
     if (st == MF_OK) st = mf_optim_zero_grad(r->optim);
     if (st == MF_OK)
-        st = mf_pipeline_train_step(r->par.pipe, mx, my, r->gpt ? mf_gpt_pipeline_loss : NULL, r->model, loss_out);
+        st = mf_pipeline_train_step(r->par.pipe, mx, my,
+                                    !r->gpt ? NULL : r->par.shards ? mf_gpt_pipeline_loss_sum : mf_gpt_pipeline_loss,
+                                    r->model, loss_out);
     double t0 = mf_time();
     if (st == MF_OK && r->o.clip_grad > 0) st = mf_clip_grad_norm(r->params, r->o.clip_grad, NULL);
     if (st == MF_OK) st = mf_optim_step(r->optim);
@@ -476,6 +479,7 @@ static int val_report(run *r, int64_t done)
 static int final_report(run *r, const meter *m)
 {
     double elapsed = mf_time() - m->t0;
+    kernel_tally(r->par.dev);
     if (r->o.profile && mf_rank() == 0) {
         print_profile(elapsed);
         if (r->total_steps > r->start_step) print_comm(r->total_steps - r->start_step);
@@ -549,30 +553,32 @@ static int save(run *r, int64_t done)
     return 0;
 }
 
-/* After SIGUSR1 or SIGTERM (agreed by every rank): the checkpoint of
- * this step, and exit 0, so that a requeued job resumes from it. A stop
- * before the first step saves only a resumed state, into another file
- * than the one it came from. */
+/* After a stop request (SIGUSR1, SIGTERM or SIGINT, agreed by every
+ * rank): the checkpoint of this step, and exit 0, so that a requeued job
+ * resumes from it. A stop before the first step saves the state it
+ * would train from (the initial or the resumed one), unless --checkpoint
+ * is the file it resumed from. Without --checkpoint nothing is saved and
+ * the exit status is 128 + the signal's number: 0 means a checkpoint. */
 static int stop_early(run *r, int64_t done, int sig, bool saved)
 {
     bool first = done == r->start_step;
     bool same = r->o.resume && r->o.checkpoint && !strcmp(r->o.resume, r->o.checkpoint);
-    if (first) saved = done == 0 || same;
+    if (first) saved = same;
     if (r->o.checkpoint && !saved && save(r, done)) return 1;
+    preempt_finished();
     if (mf_rank() == 0) {
-        const char *name = sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
-        const char *from = r->o.checkpoint && (!first || done > 0) ? r->o.checkpoint : r->o.resume;
+        const char *name = preempt_name(sig);
         if (first)
             printf("%smpiflow-train: %s: stopped before the first step (at step %lld of %lld)", r->bar ? "\n" : "",
                    name, (long long)done, (long long)r->total_steps);
         else
             printf("%smpiflow-train: %s: stopped after step %lld of %lld", r->bar ? "\n" : "", name, (long long)done,
                    (long long)r->total_steps);
-        if (from) printf("; resume with --resume %s\n", from);
-        else printf("; nothing saved (%s)\n", r->o.checkpoint ? "no step done yet" : "no --checkpoint");
+        if (r->o.checkpoint) printf("; resume with --resume %s\n", r->o.checkpoint);
+        else printf("; nothing saved (no --checkpoint)\n");
         fflush(stdout);
     }
-    return 0;
+    return r->o.checkpoint ? 0 : 128 + sig;
 }
 
 static int train(run *r)
@@ -637,9 +643,9 @@ int main(int argc, char **argv)
     run r;
     memset(&r, 0, sizeof r);
     char err[512];
+    preempt_install();   /* from start-up on: a stop requested while loading is honoured before the first step */
     int pr = train_opts_parse(argc, argv, &r.o, err, sizeof err);
     if (pr == 1) return 0;
-    preempt_install();   /* from start-up on: a stop requested while loading is honoured before the first step */
     mf_status ist = mf_init(&argc, &argv);
     if (ist == MF_ERR_ARG) {   /* a bad MF_* environment variable */
         fprintf(stderr, "mpiflow-train: error: %s\n", mf_last_error());
@@ -677,6 +683,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (!strcmp(r.o.precision, "bf16")) mf_autocast_set(MF_PRECISION_BF16);
+    if (!strcmp(r.o.precision, "bf16") && !strcmp(r.o.device, "cpu")) bf16_advice();
     if (!strcmp(r.o.device, "cuda")) {   /* before the model: its parameters are made there */
         mf_status dst = mf_agree(mf_set_default_device(MF_DEV_CUDA));
         if (dst != MF_OK) {
@@ -728,6 +735,7 @@ int main(int argc, char **argv)
             printf("mpiflow-train: cpu engine: %s\n", mf_cpu_engine_describe(dd, sizeof dd));
         fflush(stdout);
     }
+    device_lines(r.par.dev);
     if (r.o.resume) {
         mf_train_state ts;
         st = mf_ckpt_load(r.o.resume, r.model, r.optim, &ts);

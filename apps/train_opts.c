@@ -98,10 +98,13 @@ void train_opts_usage(FILE *f)
         "                             (checked by every HDF5 reader; slower to write)\n"
         "  --resume PATH              continue from a checkpoint: its step, data cursor and\n"
         "                             optimizer state; any rank count and --parallel mode\n"
-        "  SIGUSR1 or SIGTERM         (sbatch --signal=B:USR1@T, preemption, scancel) every rank\n"
-        "                             stops after the current step, writes --checkpoint and exits 0;\n"
-        "                             one during start-up stops before the first step; a second\n"
-        "                             signal stops at once (slurm/*.sbatch requeue the job)\n"
+        "  SIGUSR1, SIGTERM, SIGINT   (sbatch --signal=B:USR1@T, preemption, scancel, Ctrl-C) every\n"
+        "                             rank stops after the current step, writes --checkpoint and\n"
+        "                             exits 0 (slurm/*.sbatch requeue the job); during start-up, it\n"
+        "                             saves the state it would start from. Signals within 5 s of\n"
+        "                             the first are the same request; one 5 s or more later stops\n"
+        "                             at once, exit 128+signal, no checkpoint. Without --checkpoint\n"
+        "                             a stop exits 128+signal too: 0 means a checkpoint was written\n"
         "device (doc/cuda.md):\n"
         "  --device cpu|cuda          where every rank computes (default cpu); cuda: one GPU per\n"
         "                             rank, the local rank's among those visible (CUDA_VISIBLE_DEVICES,\n"
@@ -112,11 +115,14 @@ void train_opts_usage(FILE *f)
         "                             engine and AVX512_BF16 or AMX, and is refused otherwise\n"
         "run:\n"
         "  --seed S                   seed for initialisation, dropout and shuffling (default 0)\n"
-        "  --deterministic[=V]        the same bits on any number of data-parallel ranks and\n"
-        "                             stages: the batch is cut into V shards computed one by one\n"
-        "                             and summed in shard order (default V: the largest divisor\n"
-        "                             of --batch-size up to 12; V must be a multiple of the ranks\n"
-        "                             per stage). Slower; see doc/design.md\n"
+        "  --deterministic[=V]        the same bits on any number of data-parallel ranks (and\n"
+        "                             pipeline stages, for mlp and lenet; at a fixed\n"
+        "                             --tensor-parallel for gpt): the batch is cut into V shards\n"
+        "                             computed one by one and summed in shard order (default V:\n"
+        "                             the largest divisor of --batch-size up to 12; a multiple\n"
+        "                             of the data-parallel ranks per stage). Refused with\n"
+        "                             --parallel mp|hybrid|2d, --zero 2|3 and gpt pipelines.\n"
+        "                             Slower; see doc/design.md\n"
         "  --threads T                compute threads per rank (default cores / ranks per node)\n"
         "  --log-every K              progress every K steps (default 100)\n"
         "  --progress auto|bar|lines  progress display (default auto: a bar on a terminal)\n"
@@ -617,7 +623,14 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             return fail(err, len, "--zero %d with a pipeline: ZeRO-2 and -3 split parameters over the data-parallel "
                         "ranks, but pipeline stages keep theirs whole; use --zero 1 (the optimizer state) inside "
                         "the stages", o->zero);
-        if (o->shards) return fail(err, len, "--model gpt: --deterministic is not available for gpt in this release");
+        if (o->shards && o->zero >= 2)
+            return fail(err, len, "--deterministic with --zero %d: ZeRO-2 and -3 sum each gradient into the rows "
+                        "its rank keeps as backward makes it, in an order that depends on the rank count; "
+                        "--zero 1 (the optimizer state split) keeps the bits", o->zero);
+        if (o->shards && (o->pipeline_stages > 1 || o->pipeline_cuts))
+            return fail(err, len, "--deterministic with pipeline stages for gpt: the token embedding (first stage) "
+                        "and the head (last stage) share a weight whose two gradients would meet outside the "
+                        "shards' fixed order; run every rank as data (and tensor) parallel");
     }
     bool adam = !strcmp(o->optimizer, "adam") || !strcmp(o->optimizer, "adamw");
     if (o->lr < 0) o->lr = adam ? 1e-3 : 0.01;

@@ -78,6 +78,15 @@ for model in lenet mlp; do
     losses "$T/$model.bf16.csv" | awk 'NR == 1 { a = $1 } { b = $1 } END { printf "ok: bf16 loss %g -> %g\n", a, b; exit !(b < 0.9 * a) }' ||
         fail "$model: bf16 training did not learn"
 done
+# the start-up measure of bf16 against fp32: its two rates, and the
+# warning exactly when bf16 is the slower
+adv=$(grep -E "bf16 pays on this CPU|warning: --precision bf16 will be slower" "$T/lenet.bf16.out") ||
+    fail "bf16 run: no line says whether bf16 pays on this CPU"
+echo "$adv" | awk '{ for (i = 1; i < NF; i++) if ($(i + 1) == "GFLOP/s") b = $i; else if ($i == "against") f = $(i + 1) }
+    END { slow = /will be slower/; exit !(b > 0 && f > 0 && slow == (b < 0.9 * f)) }' ||
+    fail "bf16 advice: '$adv' (the rates missing, or the warning does not follow them)"
+echo "ok: $adv"
+grep -q "pays on this CPU\|will be slower" "$T/lenet.fp32.out" && fail "an fp32 run measured bf16"
 run lenet.bf16.again 1 $img --model lenet --steps 40 --precision bf16
 same_losses "$T/lenet.bf16.again.csv" "$T/lenet.bf16.csv" "lenet bf16 run twice" 0
 
