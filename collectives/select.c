@@ -78,7 +78,7 @@ mf_status mfi_coll_check_env(void)
 }
 
 /* The built-in table: the first rule that matches wins. From
- * mpiflow-bench on this machine type (doc/performance.md, 2 cores):
+ * mpiflow-bench on a 2-core virtual machine (doc/performance.md):
  * - 2 ranks: halving-doubling and the ring beat MPICH's allreduce by
  *   1.2-1.3x from 4 KiB to 16 MiB, the ring from 128 KiB to 2 MiB; at
  *   64 KiB (MPICH's eager limit) and from 32 MiB the shared-memory window

@@ -93,15 +93,15 @@ gpt="--model gpt --dataset text:$T/text.txt --n-layer 2 --n-head 4 --n-embd 32 -
     --batch-size 12 --optimizer adam --lr 0.01 --clip-grad 1 --threads 1 --log-every 1 --no-eval --seed 3
     --deterministic"
 # shellcheck disable=SC2086
-run gpt1 1 $gpt --steps 12
+run gpt1 1 $gpt --steps 30
 grep -q "deterministic: 12 shards summed in order" "$T/out" || fail "gpt: the header does not describe the shards"
 for np in 2 3; do
     # shellcheck disable=SC2086
-    run "gpt$np" "$np" $gpt --steps 12
+    run "gpt$np" "$np" $gpt --steps 30
     same gpt1 "gpt$np" "gpt, data parallel on $np ranks"
 done
 # shellcheck disable=SC2086
-run gptzero 2 $gpt --steps 12 --zero 1
+run gptzero 2 $gpt --steps 30 --zero 1
 same gpt1 gptzero "gpt, ZeRO-1 on 2 ranks"
 for sp in "" --sequence-parallel; do
     # shellcheck disable=SC2086

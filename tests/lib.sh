@@ -33,6 +33,32 @@ skip() {
     exit 77
 }
 
+# python_deps PKG... -- MODULE...: whether /usr/bin/python3 can import the
+# modules. Returns 1 (the caller SKIPs) only when one of Debian's packages
+# is absent, checked as absence; with every package installed an import
+# that fails is a broken install and FAILs with Python's reason. Where
+# there is no dpkg, a failed import counts as absence.
+python_deps() {
+    pkgs=
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do pkgs="$pkgs $1"; shift; done
+    [ $# -gt 0 ] && shift
+    mods=$(echo "$*" | tr ' ' ',')
+    if command -v dpkg-query >/dev/null 2>&1; then
+        for p in $pkgs; do
+            dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || {
+                python_missing="Debian's $p is not installed"
+                return 1
+            }
+        done
+        why=$(/usr/bin/python3 -c "import $mods" 2>&1) ||
+            fail "$pkgs installed, but python3 cannot import $mods: $(echo "$why" | tail -1)"
+        return 0
+    fi
+    /usr/bin/python3 -c "import $mods" 2>/dev/null && return 0
+    python_missing="python3 cannot import $mods (no dpkg to tell an absent package from a broken one)"
+    return 1
+}
+
 # count_matches PATTERN FILE: lines of FILE matching PATTERN (grep -E);
 # 0 when the file does not exist yet
 count_matches() {
