@@ -1,6 +1,6 @@
 #!/bin/sh
-# A stop request never loses the checkpoint (doc/slurm.md, "Stopping"):
-# SIGTERM, SIGUSR1 and SIGINT, sent to mpiexec, to every rank, to one
+# A stop request never loses the checkpoint (doc/slurm.md, "Preemption
+# and time limits"): SIGTERM, SIGUSR1 and SIGINT, sent to mpiexec, to every rank, to one
 # rank, to the launcher and the ranks at once (what Slurm and `kill` on
 # every process of a job do), to the process group of timeout(1) and
 # mpiexec (as `timeout` and `kill -TERM -PGID` do), to mpiexec's own
