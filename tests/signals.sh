@@ -1,18 +1,18 @@
 #!/bin/sh
 # A stop request never loses the checkpoint (doc/slurm.md, "Preemption
-# and time limits"): SIGTERM, SIGUSR1 and SIGINT, sent to mpiexec, to every rank, to one
-# rank, to the launcher and the ranks at once (what Slurm and `kill` on
-# every process of a job do), to the process group of timeout(1) and
-# mpiexec (as `timeout` and `kill -TERM -PGID` do), to mpiexec's own
-# group (Ctrl-C in a terminal) and twice in a row, during training,
-# during a save and during start-up, on 2 and 4 ranks, for mlp, LeNet
-# and the GPT (tensor parallel, ZeRO-3). Every run must exit 0 with a
-# checkpoint that verifies and, resumed, ends with the parameters of the
-# uninterrupted run bit for bit (mpiflow-ckpt diff) and its losses digit
-# for digit. Then the ways a stop may end without a checkpoint, each
-# with a non-zero exit that says why: a second request 5 s or more after
-# the first (the rank exits at once with 128 + the signal), and a stop
-# without --checkpoint.
+# and time limits"): SIGTERM, SIGUSR1 and SIGINT, sent to mpiexec, to
+# every rank, to one rank, to the launcher and the ranks at once (what
+# Slurm and `kill` on every process of a job do), to the process group
+# of timeout(1) and mpiexec (as `timeout` and `kill -TERM -PGID` do), to
+# mpiexec's own group (Ctrl-C in a terminal) and twice in a row, during
+# training, during a save and during start-up, on 2 and 4 ranks, for
+# mlp, LeNet and the GPT (tensor parallel, ZeRO-3). Every run must exit
+# 0 with a checkpoint that verifies and, resumed, ends with the
+# parameters of the uninterrupted run bit for bit (mpiflow-ckpt diff)
+# and its losses digit for digit. Then the ways a stop may end without a
+# checkpoint, each with a non-zero exit that says why: a second request
+# 5 s or more after the first (the rank exits at once with 128 + the
+# signal), and a stop without --checkpoint.
 . "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
