@@ -2,9 +2,10 @@
 # A checkpoint save onto a full disk, on 1, 2 and 3 ranks: every rank
 # reports the operating system's reason ("No space left on device"), the
 # job exits 1 within 45 s (a bound for a loaded machine; timeout(1) ends
-# a deadlock in the collective HDF5 calls at 60 s), PATH.tmp is gone and the previous checkpoint is untouched and
-# verifies. Twice: with the space check before writing (the default), and
-# with MF_CKPT_SPACE_CHECK=0, so that the disk fills in the middle of a
+# a deadlock in the collective HDF5 calls at 60 s), PATH.tmp is gone and
+# the previous checkpoint is untouched and verifies. Twice: with the
+# space check before writing (the default), and with
+# MF_CKPT_SPACE_CHECK=0, so that the disk fills in the middle of a
 # tensor that one rank writes while the others go on. A file system that
 # turns read-only mid-run fails the next save the same way; one that is
 # read-only at start-up is refused before training. The disks are small
