@@ -1,7 +1,8 @@
 #!/bin/sh
 # Bad input gets one clear message that names the thing, exit code 2,
 # and no crash: bad flags, missing data files, corrupt IDX headers.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 
 expect_bad() {   # expect_bad "needle" args...
     needle=$1

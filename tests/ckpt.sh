@@ -3,7 +3,8 @@
 # resharding across world sizes and layouts (saved on 4 ranks as 2-D,
 # loaded on 1 and on 3 as model parallel; saved on 1 and on 3, loaded on
 # 4), and what h5dump and h5ls show of a checkpoint.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 suite="$top_builddir/tests/test_ckpt"
 runs() {   # runs NP [ENV=VALUE...]: the suite on NP ranks

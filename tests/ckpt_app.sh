@@ -10,7 +10,8 @@
 # - a rank killed with SIGKILL in the middle of a save (proven: it held
 #   PATH.tmp open, and PATH.tmp is left) leaves the previous checkpoint
 #   complete: it verifies and the run resumes from it.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
 CKPT="$top_builddir/mpiflow-ckpt"

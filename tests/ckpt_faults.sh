@@ -12,7 +12,8 @@
 #   clear error; exactly at the end: nothing left to train, exit 0;
 # - another --seed than the checkpoint's (the data order would change);
 # - --checkpoint naming a directory: refused before training.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
 CKPT="$top_builddir/mpiflow-ckpt"

@@ -5,7 +5,8 @@
 # algorithm forced (boxing P -> B, P -> S and S -> B run through them,
 # with uneven pieces). make check runs test_coll on 1 rank as an
 # ordinary suite too.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 for np in 2 3 4; do
     run_suite "$np" test_coll

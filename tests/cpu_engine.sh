@@ -6,7 +6,8 @@
 # of fp32 for LeNet, the MLP and a small GPT, the same bits run to run
 # and on 1 or 2 ranks under --deterministic, and is refused elsewhere.
 # SKIP after the engine checks where the CPU or the build has no bf16.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T="$TMPDIR_TEST"
 quick="--dataset synthetic --synthetic-size 640,64 --batch-size 32 --threads 1 --no-eval"

@@ -4,7 +4,8 @@
 # the source text, against the list tests/test_cuda checks (its --list,
 # generated from the same macro). Then the comparison is shown to fail:
 # a list with one kernel removed must be reported, naming it.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 T=$TMPDIR_TEST
 # the names, in order, from "#define MFI_KERNELS(K)" to the macro's last line
 sed -n '/^#define MFI_KERNELS(K)/,/^[^\\]*$/p' "$top_srcdir/backends/backend.h" |

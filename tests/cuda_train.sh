@@ -16,7 +16,8 @@
 # bf16 CPU within 5e-3. Every job runs even when one fails, and prints
 # one "job" line (result, worst difference, seconds) for the summary of
 # bench/run_cuda.sh.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
 common="--dataset synthetic --synthetic-size 3200,400 --batch-size 32 --optimizer adam --lr 0.001 --seed 3

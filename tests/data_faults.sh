@@ -10,7 +10,8 @@
 #   10 classes), test images of another shape than the training images;
 # - images of width 0, a file of no images, and images LeNet cannot take.
 # The files are small IDX pairs cut from Fashion-MNIST.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 require_fashion_mnist
 T=$TMPDIR_TEST

@@ -3,7 +3,8 @@
 # at 2 threads (the metrics CSV prints each step's loss with 9
 # significant digits, which round-trips a float exactly). lenet covers
 # dropout and shuffling too; a different seed changes the losses.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 T="$TMPDIR_TEST"
 # losses TAG MODEL THREADS SEED: 40 steps -> $T/TAG.loss
 losses() {

@@ -8,7 +8,8 @@
 # - --trace writes a Chrome trace with every rank's spans and reports the
 #   share of gradient communication hidden behind backward;
 # - bad --bucket-mb and --zero values are refused on every rank.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
 CKPT="$top_builddir/mpiflow-ckpt"

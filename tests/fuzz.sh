@@ -9,7 +9,8 @@
 # does (the same losses and test loss to the last printed digit). A
 # mutant that trains differently was damaged in a way that matters and
 # was not caught. FUZZ_MUTANTS and FUZZ_SEED change the run.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # Under AddressSanitizer: HDF5 asks malloc for the sizes a damaged file
 # states (petabytes) and copes when it gets NULL; ASan would abort there

@@ -6,7 +6,8 @@
 # file is refused with exit 2. Without Debian's python3-h5py and
 # python3-numpy the checks that read files with them do not run, and the
 # test SKIPs after the rest passes.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T="$TMPDIR_TEST"
 CKPT="$top_builddir/mpiflow-ckpt"

@@ -23,7 +23,8 @@
 #    one bit for bit;
 #  - a head count that tp does not divide, and tp that does not divide
 #    the ranks, are refused on every rank.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T="$TMPDIR_TEST"
 G="$top_builddir/tests/gpt_parallel"

@@ -18,7 +18,8 @@
 #  - ZeRO-2/3 with a pipeline, more stages than layers and a
 #    tensor-parallel degree that does not divide a stage are refused on
 #    every rank.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T="$TMPDIR_TEST"
 

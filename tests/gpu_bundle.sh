@@ -3,7 +3,8 @@
 # build of mpiflow and every library it loads) whose CPU self-test passes
 # under `env -i`, with nothing from this machine but the kernel and
 # coreutils. SKIP without the CUDA toolkit (the bundle is a CUDA build).
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 cuda=${CUDA_HOME:-/usr/local/cuda}
 [ -x "$cuda/bin/nvcc" ] || skip "no CUDA toolkit in $cuda (set CUDA_HOME)"
 command -v git >/dev/null && git -C "$top_srcdir" rev-parse >/dev/null 2>&1 || skip "the sources are not a git checkout"

@@ -11,7 +11,8 @@
 # - a pipeline stage: the other stage's point-to-point receive;
 # - a checkpoint save: the collective HDF5 calls.
 # gdb stops the rank at the call (a breakpoint, then SIGSTOP as it detaches).
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
 command -v gdb >/dev/null 2>&1 || skip "gdb is not installed (scripts/install-deps.sh installs it)"

@@ -2,7 +2,8 @@
 # make install into a staging directory installs the library (shared and
 # static), the headers, mpiflow.pc and the apps; an outside program
 # builds against them with pkg-config and runs under mpiexec.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 dest="$TMPDIR_TEST/stage"
 ${MAKE:-make} -C "$top_builddir" install DESTDIR="$dest" >"$TMPDIR_TEST/install.log" 2>&1 ||
     { tail -20 "$TMPDIR_TEST/install.log"; fail "make install failed"; }

@@ -11,7 +11,8 @@
 # through a header of its own, must each be reported.
 # Last, two rules that are not about includes: no exit/abort/assert in
 # library code, and no CUDA code outside .cu files.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 src=$(cd "$top_srcdir" && pwd)
 build=$(cd "$top_builddir" && pwd)
 T=$TMPDIR_TEST

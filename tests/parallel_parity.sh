@@ -6,7 +6,8 @@
 # hybrid on 3 and 2d on 4
 # for 20 steps (conv layers, pooling and dropout under S(0) and B), and
 # the test-set evaluation under dp, 2d and mp reports the 1-rank numbers.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 common="--dataset synthetic --synthetic-size 3200,100 --batch-size 32 --optimizer sgd --lr 0.002 --seed 5
     --log-every 1 --threads 1 --no-eval --progress lines"

@@ -12,7 +12,8 @@
 #   reverse, continue the straight run's losses;
 # - --trace shows each stage's micro-batches;
 # - bad requests fail on every rank with exit 2.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
 for np in 2 3 4; do

@@ -13,7 +13,8 @@
 #   the job, and the requeued job resumes with the uninterrupted losses
 #   bit for bit.
 # SKIPs (77) when the Slurm or munge packages are not installed.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/slurm_lib.sh" || harness_error "no tests/slurm_lib.sh"
 T=$TMPDIR_TEST
 slurm_up

@@ -5,7 +5,8 @@
 # give the 1-rank losses within 1e-5, a resumed run equals an unbroken
 # one, --metrics gets the validation loss, --trace every rank's spans,
 # and bad data is refused with exit 2 on every rank.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T="$TMPDIR_TEST"
 

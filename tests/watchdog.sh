@@ -3,7 +3,8 @@
 # of hanging, the job ends within seconds with exit status 3 and a
 # report naming the op, its sequence number, the tensor and the rank that
 # has not arrived. A bad MF_TIMEOUT is refused at start-up.
-. "${top_srcdir:-.}/tests/lib.sh" || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 T=$TMPDIR_TEST
 start=$(date +%s)
