@@ -53,7 +53,7 @@ straight() {
 start() {
     name=$1 np=$2
     shift 2
-    timeout 300 "$MPIEXEC" -n "$np" "$TRAIN" "$@" >"$T/$name.out" 2>&1 &
+    timeout 600 "$MPIEXEC" -n "$np" "$TRAIN" "$@" >"$T/$name.out" 2>&1 &
     job=$!
     wait_until 60 "$name: mpiexec under timeout(1)" eval 'launcher=$(pgrep -P "$job")'
 }
@@ -109,8 +109,8 @@ resumed() {
 }
 
 # stop CONF NAME NP STEPS SIG TARGET [save] -- ARGS...: the run stopped
-# once 30 steps are logged (or, with `save`, as soon as a save every step
-# has created PATH.tmp), then resumed
+# once 30 steps are logged (or, with `save`, after 3 steps, as soon as a
+# save at every step has created PATH.tmp), then resumed
 stop() {
     conf=$1 name=$2 np=$3 steps=$4 sig=$5 target=$6 when=train
     shift 6
@@ -124,7 +124,9 @@ stop() {
     # shellcheck disable=SC2086
     start "$name" "$np" "$@" --steps "$steps" --checkpoint "$ck" $extra
     if [ "$when" = save ]; then
-        wait_until 120 "$name: 20 steps" has_lines 20 '^step ' "$T/$name.out"
+        # a save at every step on 4 oversubscribed ranks beside a CPU hog
+        # can take seconds a step: 3 steps, and room to wait
+        wait_until 300 "$name: 3 steps" has_lines 3 '^step ' "$T/$name.out"
         wait_until 120 "$name: a save in progress" test -e "$ck.tmp"
     else
         wait_until 120 "$name: 30 steps" has_lines 30 '^step ' "$T/$name.out"
