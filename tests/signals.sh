@@ -213,6 +213,8 @@ if command -v gdb >/dev/null 2>&1; then
     wait_until 60 "at_once: rank 0's process" eval 'r0=$(rank_pid "$T/at_once.h5" 0)'
     [ "$(echo "$pids" | wc -w)" -eq 2 ] || fail "at_once: not 2 ranks: $pids"
     # shellcheck disable=SC2086
+    # (no core file: gdb may crash on its way out once the rank has exited)
+    ulimit -c 0
     timeout 90 gdb -p "$r0" -batch -ex "handle SIGTERM nostop noprint pass" -ex "break mfi_ckpt_layout_of" \
         -ex "shell kill -TERM $(echo $pids)" -ex continue -ex "shell sleep 6" -ex "shell kill -TERM $(echo $pids)" \
         -ex continue >"$T/at_once.gdb" 2>&1
