@@ -29,6 +29,8 @@ AM_TESTS_ENVIRONMENT = MPIEXEC='$(MPIEXEC)'; export MPIEXEC; H5DUMP='$(H5DUMP)';
 EXTRA_DIST += tests/mpirun.sh tests/timed.sh tests/lib.sh tests/slurm_lib.sh $(SHELL_TESTS)
 # the base layer alone, without the library above it
 tests_test_base_LDADD = base/libmf_base.la $(CHECK_LIBS)
+# the CUDA parity suite: its cases, and the harness that compares them
+tests_test_cuda_SOURCES = tests/test_cuda.c tests/cuda_parity.c tests/cuda_parity.h
 # run by tests/gpt_reference.sh: a tiny GPT's loss and gradients for PyTorch
 check_PROGRAMS += tests/gpt_grads
 tests_gpt_grads_LDADD = libmpiflow.la

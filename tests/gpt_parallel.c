@@ -80,7 +80,7 @@ int main(int argc, char **argv)
     mf_placement *p = NULL;
     if (n > 1) {
         p = mf_placement_world_mesh(2, (const int[]){(int)dp, tp});
-        mf_gpt_parallel gp = {1, sp != 0};
+        mf_gpt_parallel gp = {.tp_dim = 1, .sequence_parallel = sp != 0};
         if (!p || mf_gpt_parallelize(m, p, &gp) != MF_OK) return fail("mf_gpt_parallelize");
         mf_tensor *gx = mf_global_from_full(x, p, "S(0),B"), *gy = mf_global_from_full(y, p, "S(0),B");
         if (!gx || !gy) return fail("batch");

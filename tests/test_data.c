@@ -57,7 +57,7 @@ START_TEST(idx_roundtrip)
         mf_dataset_sample_shape(ds, shape);
         ck_assert(shape[0] == 1 && shape[1] == 2 && shape[2] == 2);
         /* unshuffled batches, normalised with mean 0 and std 1/255: pixels come out as bytes */
-        mf_loader_opts o = {2, 0, false, false, 0.0, 1.0 / 255, false};
+        mf_loader_opts o = {.batch_size = 2, .mean = 0.0, .std = 1.0 / 255};
         mf_loader *l = mf_loader_create(ds, &o);
         mf_tensor *x, *y;
         ck_assert_ok(mf_loader_next(l, &x, &y));
@@ -116,7 +116,7 @@ START_TEST(permutation)
 {
     mf_dataset *ds = mf_dataset_synthetic(1000, 1, 4, 4, 10, 1, true);
     ck_assert_nonnull(ds);
-    mf_loader_opts o = {64, 42, true, true, 0.5, 0.25, false};
+    mf_loader_opts o = {.batch_size = 64, .seed = 42, .shuffle = true, .drop_last = true, .mean = 0.5, .std = 0.25};
     mf_loader *l = mf_loader_create(ds, &o), *l2 = mf_loader_create(ds, &o);
     ck_assert_int_eq(mf_loader_batches_per_epoch(l), 15);
     for (int e = 0; e < 2; e++) {
@@ -154,7 +154,7 @@ START_TEST(permutation)
     for (int k = 0; k < 4; k++) mf_tensor_destroy(all[k]);
     mf_loader_destroy(l);
     mf_loader_destroy(l2);
-    mf_loader_opts big = {2000, 0, true, true, 0, 1, false};
+    mf_loader_opts big = {.batch_size = 2000, .shuffle = true, .drop_last = true, .std = 1};
     ck_assert_fails(mf_loader_create(ds, &big), MF_ERR_ARG, "1000 samples", "2000");
     mf_dataset_destroy(ds);
 }
@@ -165,7 +165,7 @@ START_TEST(prefetch_matches_inline)
     /* the helper thread must produce exactly the inline batches, across
      * epoch ends, partial batches and seeks */
     mf_dataset *ds = mf_dataset_synthetic(300, 1, 6, 6, 5, 3, true);
-    mf_loader_opts a = {64, 11, true, false, 0.4, 0.2, false}, b = a;
+    mf_loader_opts a = {.batch_size = 64, .seed = 11, .shuffle = true, .mean = 0.4, .std = 0.2}, b = a;
     b.prefetch = true;
     mf_loader *la = mf_loader_create(ds, &a), *lb = mf_loader_create(ds, &b);
     for (int i = 0; i < 14; i++) {
@@ -197,7 +197,7 @@ START_TEST(micro_batch_shards)
      * turn: over the shards, exactly the whole batch's rows (the last,
      * partial batch too), each where the balanced splits put it */
     mf_dataset *ds = mf_dataset_synthetic(23, 1, 4, 4, 3, 5, true);
-    mf_loader_opts full = {10, 4, true, false, 0, 1, false};
+    mf_loader_opts full = {.batch_size = 10, .seed = 4, .shuffle = true, .std = 1};
     mf_loader *lf = mf_loader_create(ds, &full);
     enum { M = 3, S = 2 };
     mf_loader *ls[S];
@@ -254,7 +254,7 @@ END_TEST
 START_TEST(synthetic_is_deterministic)
 {
     mf_dataset *a = mf_dataset_synthetic(50, 1, 8, 8, 4, 9, true), *b = mf_dataset_synthetic(50, 1, 8, 8, 4, 9, true);
-    mf_loader_opts o = {50, 0, false, false, 0, 1, false};
+    mf_loader_opts o = {.batch_size = 50, .mean = 0, .std = 1};
     mf_loader *la = mf_loader_create(a, &o), *lb = mf_loader_create(b, &o);
     mf_tensor *xa, *ya, *xb, *yb;
     ck_assert_ok(mf_loader_next(la, &xa, &ya));
@@ -269,7 +269,7 @@ START_TEST(synthetic_is_deterministic)
     /* the test split has other samples but the same class templates:
      * the mean image of a class is close across the splits */
     mf_dataset *t = mf_dataset_synthetic(400, 1, 8, 8, 4, 9, false), *u = mf_dataset_synthetic(400, 1, 8, 8, 4, 9, true);
-    mf_loader_opts o4 = {400, 0, false, false, 0, 1.0 / 255, false};   /* x = pixel */
+    mf_loader_opts o4 = {.batch_size = 400, .mean = 0, .std = 1.0 / 255};   /* x = pixel */
     mf_loader *lt = mf_loader_create(t, &o4), *lu = mf_loader_create(u, &o4);
     mf_tensor *xt, *yt, *xu, *yu;
     ck_assert_ok(mf_loader_next(lt, &xt, &yt));
