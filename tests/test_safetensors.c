@@ -120,7 +120,7 @@ START_TEST(damaged)
     ck_assert_fails(mf_safetensors_open(put("open", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offs", -1, 8)),
                     MF_ERR_FORMAT, "not a safetensors file");
     ck_assert_fails(mf_safetensors_open(put("trail", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}} x", -1, 8)),
-                    MF_ERR_FORMAT, "after the header");
+                    MF_ERR_FORMAT, "header is not JSON", "'x' after the JSON value");
     ck_assert_fails(mf_safetensors_open(in_dir("missing")), MF_ERR_IO, "missing");
 }
 END_TEST

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include "base/json.h"
 #include "lib/internal.h"
 
 enum { ST_MAX_HEADER = 100 << 20 };
@@ -22,123 +23,9 @@ struct mf_safetensors {
     char path[512];
     unsigned char *buf;   /* the whole file */
     int64_t size, data0;  /* where the data starts */
-    int n, cap;
+    int n;
     mf_st_tensor *t;
 };
-
-/* ------------------------------------------------------ a JSON reader */
-typedef struct jp {
-    const char *s, *end, *start;
-    char err[400];
-} jp;
-
-static void ws(jp *p)
-{
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\n' || *p->s == '\r' || *p->s == '\t')) p->s++;
-}
-
-static bool expect(jp *p, char c)
-{
-    ws(p);
-    if (p->s < p->end && *p->s == c) {
-        p->s++;
-        return true;
-    }
-    if (!p->err[0]) snprintf(p->err, sizeof p->err, "expected '%c' at byte %ld of the header", c, (long)(p->s - p->start));
-    return false;
-}
-
-/* a string into buf (escapes \" \\ \/ and \uXXXX below 128 only) */
-static bool str(jp *p, char *buf, size_t size)
-{
-    if (!expect(p, '"')) return false;
-    size_t n = 0;
-    while (p->s < p->end && *p->s != '"') {
-        char c = *p->s++;
-        if (c == '\\' && p->s < p->end) {
-            char e = *p->s++;
-            if (e == 'u' && p->end - p->s >= 4) {
-                unsigned v = 0;
-                for (int i = 0; i < 4; i++) {
-                    char h = *p->s++;
-                    v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
-                }
-                if (v > 127) {
-                    snprintf(p->err, sizeof p->err, "a name holds \\u%04x: only ASCII escapes are read", v);
-                    return false;
-                }
-                c = (char)v;
-            } else {
-                c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
-            }
-        }
-        if (n + 1 >= size) {
-            snprintf(p->err, sizeof p->err, "a string of the header is longer than %zu bytes", size - 1);
-            return false;
-        }
-        buf[n++] = c;
-    }
-    buf[n] = 0;
-    if (p->s >= p->end) {
-        snprintf(p->err, sizeof p->err, "a string of the header is not closed");
-        return false;
-    }
-    p->s++;
-    return true;
-}
-
-static bool integer(jp *p, int64_t *v)
-{
-    ws(p);
-    char *e;
-    errno = 0;
-    long long x = p->s < p->end ? strtoll(p->s, &e, 10) : 0;
-    if (p->s >= p->end || e == p->s || errno || x < 0 || e > p->end) {
-        snprintf(p->err, sizeof p->err, "expected a non-negative integer");
-        return false;
-    }
-    p->s = e;
-    *v = x;
-    return true;
-}
-
-/* skips any value (the metadata's) */
-static bool skip(jp *p, int depth)
-{
-    ws(p);
-    if (depth > 32 || p->s >= p->end) {
-        snprintf(p->err, sizeof p->err, "the header ends inside a value");
-        return false;
-    }
-    char c = *p->s;
-    if (c == '"') {
-        char tmp[4096];
-        return str(p, tmp, sizeof tmp);
-    }
-    if (c == '{' || c == '[') {
-        p->s++;
-        char close = c == '{' ? '}' : ']';
-        ws(p);
-        if (p->s < p->end && *p->s == close) return p->s++, true;
-        for (;;) {
-            if (c == '{') {
-                char key[4096];
-                if (!str(p, key, sizeof key) || !expect(p, ':')) return false;
-            }
-            if (!skip(p, depth + 1)) return false;
-            ws(p);
-            if (p->s < p->end && *p->s == ',') {
-                p->s++;
-                continue;
-            }
-            return expect(p, close);
-        }
-    }
-    while (p->s < p->end && (*p->s == '-' || *p->s == '+' || *p->s == '.' || (*p->s >= '0' && *p->s <= '9') ||
-                             (*p->s >= 'a' && *p->s <= 'z') || (*p->s >= 'A' && *p->s <= 'Z')))
-        p->s++;
-    return true;
-}
 
 static bool dtype_of(const char *s, mf_dtype *dt)
 {
@@ -150,70 +37,44 @@ static bool dtype_of(const char *s, mf_dtype *dt)
     return true;
 }
 
-/* one tensor's entry: {"dtype": .., "shape": [..], "data_offsets": [a, b]} */
-static bool entry(jp *p, mf_st_tensor *t, int64_t *off)
+/* a non-negative integer of at most max entries' array into v; its count in *n */
+static bool int_array(const mfi_json *a, int max, int64_t *v, int *n)
 {
-    if (!expect(p, '{')) return false;
-    bool have[3] = {false, false, false};
-    for (;;) {
-        char key[64];
-        if (!str(p, key, sizeof key) || !expect(p, ':')) return false;
-        if (!strcmp(key, "dtype")) {
-            char d[32];
-            if (!str(p, d, sizeof d)) return false;
-            if (!dtype_of(d, &t->dtype)) {
-                snprintf(p->err, sizeof p->err, "tensor '%s' has dtype %s; F32, F64, I32 and I64 are read", t->name, d);
-                return false;
-            }
-            have[0] = true;
-        } else if (!strcmp(key, "shape") || !strcmp(key, "data_offsets")) {
-            bool shape = key[0] == 's';
-            int64_t v[MF_MAX_DIMS + 1];
-            int n = 0;
-            if (!expect(p, '[')) return false;
-            ws(p);
-            if (p->s < p->end && *p->s == ']') p->s++;
-            else
-                for (;;) {
-                    if (n == (shape ? MF_MAX_DIMS : 2) || !integer(p, &v[n++])) {
-                        if (!p->err[0] || n > 1)
-                            snprintf(p->err, sizeof p->err, "tensor '%s': %s has too many entries or a bad one", t->name, key);
-                        return false;
-                    }
-                    ws(p);
-                    if (p->s < p->end && *p->s == ',') {
-                        p->s++;
-                        continue;
-                    }
-                    if (!expect(p, ']')) return false;
-                    break;
-                }
-            if (shape) {
-                t->ndim = n;
-                memcpy(t->shape, v, (size_t)n * sizeof *v);
-                have[1] = true;
-            } else {
-                if (n != 2) {
-                    snprintf(p->err, sizeof p->err, "tensor '%s': data_offsets is not [begin, end]", t->name);
-                    return false;
-                }
-                off[0] = v[0];
-                off[1] = v[1];
-                have[2] = true;
-            }
-        } else if (!skip(p, 1)) {
-            return false;
-        }
-        ws(p);
-        if (p->s < p->end && *p->s == ',') {
-            p->s++;
-            continue;
-        }
-        if (!expect(p, '}')) return false;
-        break;
+    if (!a || a->type != MFI_JSON_ARRAY || a->n > max) return false;
+    for (int i = 0; i < a->n; i++) {
+        if (a->items[i]->type != MFI_JSON_NUMBER || !a->items[i]->is_int || a->items[i]->i < 0) return false;
+        v[i] = a->items[i]->i;
     }
-    if (!have[0] || !have[1] || !have[2]) {
-        snprintf(p->err, sizeof p->err, "tensor '%s' lacks %s", t->name, !have[0] ? "dtype" : !have[1] ? "shape" : "data_offsets");
+    *n = a->n;
+    return true;
+}
+
+/* one tensor's entry: {"dtype": .., "shape": [..], "data_offsets": [a, b]} */
+static bool entry(const mfi_json *e, mf_st_tensor *t, int64_t *off, char *err, size_t size)
+{
+    if (e->type != MFI_JSON_OBJECT) {
+        snprintf(err, size, "tensor '%s' is %s, not an object", t->name, mfi_json_type_name(e->type));
+        return false;
+    }
+    const mfi_json *dt = mfi_json_get(e, "dtype"), *shape = mfi_json_get(e, "shape"),
+                   *offs = mfi_json_get(e, "data_offsets");
+    if (!dt || !shape || !offs) {
+        snprintf(err, size, "tensor '%s' lacks %s", t->name, !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+        return false;
+    }
+    if (dt->type != MFI_JSON_STRING || !dtype_of(dt->str, &t->dtype)) {
+        snprintf(err, size, "tensor '%s' has dtype %s; F32, F64, I32 and I64 are read", t->name,
+                 dt->type == MFI_JSON_STRING ? dt->str : mfi_json_type_name(dt->type));
+        return false;
+    }
+    int n = 0;
+    if (!int_array(shape, MF_MAX_DIMS, t->shape, &t->ndim)) {
+        snprintf(err, size, "tensor '%s': shape is not an array of at most %d non-negative integers", t->name,
+                 MF_MAX_DIMS);
+        return false;
+    }
+    if (!int_array(offs, 2, off, &n) || n != 2) {
+        snprintf(err, size, "tensor '%s': data_offsets is not [begin, end]", t->name);
         return false;
     }
     return true;
@@ -256,50 +117,50 @@ mf_safetensors *mf_safetensors_open(const char *path)
         return fail(s, MF_ERR_FORMAT, m);
     }
     s->data0 = 8 + (int64_t)n;
-    jp p = {(const char *)s->buf + 8, (const char *)s->buf + 8 + n, (const char *)s->buf + 8, ""};
-    if (!expect(&p, '{')) return fail(s, MF_ERR_FORMAT, "the header is not a JSON object");
-    ws(&p);
-    bool empty = p.s < p.end && *p.s == '}';
-    if (empty) p.s++;
-    while (!empty) {
-        char name[256];
-        if (!str(&p, name, sizeof name) || !expect(&p, ':')) return fail(s, MF_ERR_FORMAT, p.err);
-        if (!strcmp(name, "__metadata__")) {
-            if (!skip(&p, 1)) return fail(s, MF_ERR_FORMAT, p.err);
-        } else {
-            if (s->n == s->cap) {
-                int cap = s->cap ? 2 * s->cap : 64;
-                mf_st_tensor *t = realloc(s->t, (size_t)cap * sizeof *t);
-                if (!t) return fail(s, MF_ERR_NOMEM, "out of memory");
-                s->t = t;
-                s->cap = cap;
-            }
-            mf_st_tensor *t = &s->t[s->n];
-            memset(t, 0, sizeof *t);
-            snprintf(t->name, sizeof t->name, "%s", name);
-            int64_t off[2] = {0, 0};
-            if (!entry(&p, t, off)) return fail(s, MF_ERR_FORMAT, p.err);
-            int64_t want = (int64_t)mf_dtype_size(t->dtype);
-            for (int d = 0; d < t->ndim; d++) want = t->shape[d] && want > INT64_MAX / t->shape[d] ? -1 : want * t->shape[d];
-            if (off[0] > off[1] || off[1] > s->size - s->data0 || off[1] - off[0] != want) {
-                char m[400];
-                snprintf(m, sizeof m, "tensor '%s': data_offsets [%lld, %lld] do not hold its %lld bytes inside the %lld of data",
-                         name, (long long)off[0], (long long)off[1], (long long)want, (long long)(s->size - s->data0));
-                return fail(s, MF_ERR_FORMAT, m);
-            }
-            t->data = s->buf + s->data0 + off[0];
-            s->n++;
-        }
-        ws(&p);
-        if (p.s < p.end && *p.s == ',') {
-            p.s++;
-            continue;
-        }
-        if (!expect(&p, '}')) return fail(s, MF_ERR_FORMAT, p.err);
-        break;
+    char err[400];
+    mfi_json *h = mfi_json_parse((const char *)s->buf + 8, n, err, sizeof err);
+    if (!h) {
+        char m[460];
+        snprintf(m, sizeof m, "its header is not JSON: %s", err);
+        return fail(s, MF_ERR_FORMAT, m);
     }
-    ws(&p);
-    if (p.s != p.end) return fail(s, MF_ERR_FORMAT, "bytes after the header's JSON object");
+    if (h->type != MFI_JSON_OBJECT) {
+        mfi_json_free(h);
+        return fail(s, MF_ERR_FORMAT, "the header is not a JSON object");
+    }
+    s->t = calloc((size_t)h->n + 1, sizeof *s->t);
+    if (!s->t) {
+        mfi_json_free(h);
+        return fail(s, MF_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < h->n; i++) {
+        const char *name = h->keys[i];
+        if (!strcmp(name, "__metadata__")) continue;
+        mf_st_tensor *t = &s->t[s->n];
+        if (strlen(name) >= sizeof t->name || mf_safetensors_find(s, name) >= 0) {
+            snprintf(err, sizeof err, "tensor '%.200s': %s", name,
+                     strlen(name) >= sizeof t->name ? "the name is too long" : "the name appears twice");
+            mfi_json_free(h);
+            return fail(s, MF_ERR_FORMAT, err);
+        }
+        snprintf(t->name, sizeof t->name, "%s", name);
+        int64_t off[2] = {0, 0};
+        if (!entry(h->items[i], t, off, err, sizeof err)) {
+            mfi_json_free(h);
+            return fail(s, MF_ERR_FORMAT, err);
+        }
+        int64_t want = (int64_t)mf_dtype_size(t->dtype);
+        for (int d = 0; d < t->ndim; d++) want = t->shape[d] && want > INT64_MAX / t->shape[d] ? -1 : want * t->shape[d];
+        if (off[0] > off[1] || off[1] > s->size - s->data0 || off[1] - off[0] != want) {
+            snprintf(err, sizeof err, "tensor '%s': data_offsets [%lld, %lld] do not hold its %lld bytes inside the %lld of data",
+                     name, (long long)off[0], (long long)off[1], (long long)want, (long long)(s->size - s->data0));
+            mfi_json_free(h);
+            return fail(s, MF_ERR_FORMAT, err);
+        }
+        t->data = s->buf + s->data0 + off[0];
+        s->n++;
+    }
+    mfi_json_free(h);
     return s;
 }
 
