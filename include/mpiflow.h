@@ -23,5 +23,6 @@
 #include "mpiflow/coll.h"
 #include "mpiflow/trace.h"
 #include "mpiflow/pipeline.h"
+#include "mpiflow/plan.h"
 
 #endif

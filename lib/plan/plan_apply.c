@@ -1,0 +1,193 @@
+/*
+ * lib/plan/plan_apply.c - a plan applied to a model (doc/plans.md): the
+ * stage's placement, each parameter's SBP by the first rule that matches
+ * its name (then ZeRO-2/3's split along the ZeRO dimension), and the
+ * printed form that says which rule gave what.
+ */
+#include <stdio.h>
+#include "lib/plan/plan_internal.h"
+
+static void mesh_str(const mf_plan *p, int nranks, char *buf, size_t size)
+{
+    size_t k = 0;
+    for (int d = 0; d < p->ndim && k < size; d++) {
+        int s = mf_plan_mesh_size(p, d, nranks);
+        k += (size_t)snprintf(buf + k, size - k, "%s%s=", d ? " x " : "", p->names[d]);
+        if (k >= size) break;
+        k += (size_t)(s > 0 ? snprintf(buf + k, size - k, "%d", s)
+                            : p->sizes[d] > 0 ? snprintf(buf + k, size - k, "%d", p->sizes[d])
+                                              : snprintf(buf + k, size - k, "?"));
+    }
+}
+
+mf_placement *mf_plan_placement(const mf_plan *p, int first, int nranks, mf_device_type dev)
+{
+    if (!p || nranks < 1 || first < 0) {
+        mfi_error(MF_ERR_ARG, "mf_plan_placement: no plan, or ranks %d .. %d", first, first + nranks - 1);
+        return NULL;
+    }
+    int mesh[MF_MAX_MESH];
+    for (int d = 0; d < p->ndim; d++) {
+        mesh[d] = mf_plan_mesh_size(p, d, nranks);
+        if (mesh[d] < 1) {
+            char m[200];
+            mesh_str(p, nranks, m, sizeof m);
+            mfi_error(MF_ERR_ARG, "the plan's mesh %s does not fit %d ranks%s", m, nranks,
+                      p->stages > 1 ? " (the ranks of one pipeline stage)" : "");
+            return NULL;
+        }
+    }
+    int *ranks = malloc((size_t)nranks * sizeof *ranks);
+    if (!ranks) {
+        mfi_error(MF_ERR_NOMEM, "mf_plan_placement: out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < nranks; i++) ranks[i] = first + i;
+    mf_placement *pl = mf_placement_create(nranks, ranks, p->ndim, mesh, dev);
+    free(ranks);
+    return pl;
+}
+
+/* the first rule that matches name, or -1 */
+static int rule_of(const mf_plan *p, const char *name)
+{
+    for (int i = 0; i < p->nrules; i++)
+        if (mf_plan_match(p->rules[i].pattern, name)) return i;
+    return -1;
+}
+
+mf_status mf_plan_param_sbp(const mf_plan *p, const mf_placement *pl, const char *name, int ndim, const int64_t *shape,
+                            char *sbp, size_t size, int *rule)
+{
+    if (!p || !pl || !name || !sbp || (ndim > 0 && !shape)) MF_FAIL(MF_ERR_ARG, "mf_plan_param_sbp: NULL argument");
+    if (mf_placement_mesh_ndim(pl) != p->ndim)
+        MF_FAIL(MF_ERR_ARG, "mf_plan_param_sbp: the placement has %d mesh dimensions, the plan %d",
+                mf_placement_mesh_ndim(pl), p->ndim);
+    int r = rule_of(p, name);
+    if (rule) *rule = r;
+    mf_nd_sbp s;
+    if (r >= 0) {
+        if (mfi_plan_resolve(p, p->rules[r].sbp, &s) != MF_OK)
+            return mfi_error_context("plan rule %d (\"%s\")", r, p->rules[r].pattern);
+    } else {
+        memset(&s, 0, sizeof s);
+        s.ndim = p->ndim;
+        for (int d = 0; d < p->ndim; d++) s.d[d].kind = MF_SBP_B;
+    }
+    /* a rule's splits must divide the axis: every rank the same share */
+    int64_t parts[MF_MAX_DIMS];
+    for (int a = 0; a < MF_MAX_DIMS; a++) parts[a] = 1;
+    for (int d = 0; d < p->ndim; d++) {
+        if (s.d[d].kind == MF_SBP_P)
+            MF_FAIL(MF_ERR_ARG, "plan rule %d (\"%s\") makes parameter %s P (a partial sum) along '%s': parameters are "
+                    "B or S", r, p->rules[r].pattern, name, p->names[d]);
+        if (s.d[d].kind != MF_SBP_S) continue;
+        int a = s.d[d].axis;
+        if (a >= ndim)
+            MF_FAIL(MF_ERR_ARG, "plan rule %d (\"%s\") splits axis %d of parameter %s, which has %d", r,
+                    p->rules[r].pattern, a, name, ndim);
+        parts[a] *= mf_placement_mesh_dim(pl, d);
+        if (shape[a] % parts[a])
+            MF_FAIL(MF_ERR_ARG, "plan rule %d (\"%s\") splits axis %d of parameter %s (size %lld) %lld ways along "
+                    "'%s': the split does not divide it", r, p->rules[r].pattern, a, name, (long long)shape[a],
+                    (long long)parts[a], p->names[d]);
+    }
+    /* ZeRO-2/3: B along the ZeRO dimension becomes a split of the largest
+     * axis nothing else splits, if every rank gets some of it */
+    int zd = mf_plan_zero_dim(p);
+    if (p->zero >= 2 && zd >= 0 && s.d[zd].kind == MF_SBP_B) {
+        int best = -1;
+        for (int a = 0; a < ndim; a++)
+            if (parts[a] == 1 && (best < 0 || shape[a] > shape[best])) best = a;
+        if (best >= 0 && shape[best] >= mf_placement_mesh_dim(pl, zd)) {
+            s.d[zd].kind = MF_SBP_S;
+            s.d[zd].axis = best;
+        }
+    }
+    mf_nd_sbp_str(&s, sbp, size);
+    return MF_OK;
+}
+
+mf_status mf_plan_apply(const mf_plan *p, mf_module *model, const mf_placement *pl)
+{
+    if (!p || !model || !pl) MF_FAIL(MF_ERR_ARG, "mf_plan_apply: NULL argument");
+    MF_TRY(mfi_plan_check(p, "the plan"));
+    mf_tensor_list *l = mf_module_state_dict(model);
+    if (!l) return mf_last_status();
+    int *used = calloc((size_t)p->nrules + 1, sizeof *used);   /* first matches */
+    mf_status st = used ? MF_OK : mfi_error(MF_ERR_NOMEM, "mf_plan_apply: out of memory");
+    for (int i = 0; i < l->n && st == MF_OK; i++) {
+        int r = rule_of(p, l->items[i].name);
+        if (r >= 0) used[r]++;
+    }
+    for (int r = 0; r < p->nrules && st == MF_OK; r++) {
+        if (used[r]) continue;
+        int shadow = -1;   /* a parameter it matches, that an earlier rule took */
+        for (int i = 0; i < l->n && shadow < 0; i++)
+            if (mf_plan_match(p->rules[r].pattern, l->items[i].name)) shadow = i;
+        if (shadow >= 0)
+            st = mfi_error(MF_ERR_ARG, "plan rule %d (\"%s\" -> %s) never applies: rule %d takes %s first (the first "
+                           "rule that matches wins)", r, p->rules[r].pattern, p->rules[r].sbp,
+                           rule_of(p, l->items[shadow].name), l->items[shadow].name);
+        else
+            st = mfi_error(MF_ERR_ARG, "plan rule %d (\"%s\" -> %s) matches no parameter of the model (a pattern "
+                           "matches the whole dotted name, such as \"%s\"; '*' is any run of characters)", r,
+                           p->rules[r].pattern, p->rules[r].sbp, l->n ? l->items[0].name : "weight");
+    }
+    for (int i = 0; i < l->n && st == MF_OK; i++) {
+        mf_tensor *t = l->items[i].tensor;
+        char sbp[128];
+        if (mf_tensor_is_global(t)) continue;
+        st = mf_plan_param_sbp(p, pl, l->items[i].name, mf_tensor_ndim(t), mf_tensor_shape(t), sbp, sizeof sbp, NULL);
+        if (st == MF_OK) st = mf_module_param_to_global(model, l->items[i].name, pl, sbp);
+    }
+    free(used);
+    mf_tensor_list_destroy(l);
+    return st;
+}
+
+mf_status mf_plan_print(const mf_plan *p, const mf_module *model, const mf_placement *pl, FILE *f)
+{
+    if (!p || !model || !pl || !f) MF_FAIL(MF_ERR_ARG, "mf_plan_print: NULL argument");
+    char m[200], data[64];
+    mesh_str(p, mf_placement_size(pl), m, sizeof m);
+    MF_TRY(mf_plan_data_sbp(p, data, sizeof data));
+    fprintf(f, "plan: mesh %s (%d ranks", m, mf_placement_size(pl));
+    if (p->stages > 1) fprintf(f, " per stage, %d stages", p->stages);
+    fprintf(f, "), data %s", data);
+    if (p->zero) fprintf(f, ", ZeRO-%d over %s", p->zero, p->zero_dim);
+    fputc('\n', f);
+    mf_tensor_list *l = mf_module_state_dict(model);
+    if (!l) return mf_last_status();
+    size_t w = 9;
+    for (int i = 0; i < l->n; i++)
+        if (strlen(l->items[i].name) > w) w = strlen(l->items[i].name);
+    fprintf(f, "  %-*s  %-16s  %-14s  %s\n", (int)w, "parameter", "shape", "sbp", "from");
+    mf_status st = MF_OK;
+    for (int i = 0; i < l->n && st == MF_OK; i++) {
+        mf_tensor *t = l->items[i].tensor;
+        char shape[64] = "[", sbp[128];
+        for (int a = 0; a < mf_tensor_ndim(t); a++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", a ? ", " : "", (long long)mf_tensor_shape(t)[a]);
+        strcat(shape, "]");
+        int r;
+        st = mf_plan_param_sbp(p, pl, l->items[i].name, mf_tensor_ndim(t), mf_tensor_shape(t), sbp, sizeof sbp, &r);
+        if (st != MF_OK) break;
+        char from[300];
+        if (r >= 0) snprintf(from, sizeof from, "rule %d \"%s\"", r, p->rules[r].pattern);
+        else snprintf(from, sizeof from, "no rule (B)");
+        int zd = mf_plan_zero_dim(p);
+        mf_nd_sbp got;
+        if (p->zero >= 2 && zd >= 0 && mf_nd_sbp_parse(sbp, &got) == MF_OK && got.d[zd].kind == MF_SBP_S) {
+            mf_nd_sbp ruled;
+            bool split_by_rule = r >= 0 && mfi_plan_resolve(p, p->rules[r].sbp, &ruled) == MF_OK &&
+                                 ruled.d[zd].kind == MF_SBP_S;
+            if (!split_by_rule)
+                snprintf(from + strlen(from), sizeof from - strlen(from), ", ZeRO-%d on %s", p->zero, p->zero_dim);
+        }
+        fprintf(f, "  %-*s  %-16s  %-14s  %s%s\n", (int)w, l->items[i].name, shape, sbp, from,
+                l->items[i].kind == MF_ENTRY_BUFFER ? " (buffer)" : "");
+    }
+    mf_tensor_list_destroy(l);
+    return st;
+}
