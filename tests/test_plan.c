@@ -236,13 +236,17 @@ START_TEST(bad_applications)
                        "rule 0 takes output.weight first");
     mf_plan_destroy(p);
     mf_placement_destroy(pl);
-    /* a split that does not divide the axis: 10 classes over 3 or 4 */
+    /* a split that does not divide the axis is balanced (10 classes over
+     * 3 or 4 ranks); one that leaves a rank nothing is refused */
     p = mlp_plan("{\"match\": \"output.weight\", \"sbp\": {\"dp\": \"S(0)\"}}");
     pl = mf_plan_placement(p, 0, n, MF_DEV_CPU);
-    if (10 % n) {
-        ck_assert_fails(mf_plan_apply(p, m, pl), MF_ERR_ARG, "plan rule 0 (\"output.weight\") splits axis 0 of parameter "
-                           "output.weight (size 10)", "along 'dp': the split does not divide it");
-    }
+    char sbp[64];
+    ck_assert_ok(mf_plan_param_sbp(p, pl, "output.weight", 2, (const int64_t[]){10, 60}, sbp, sizeof sbp, NULL));
+    ck_assert_str_eq(sbp, "S(0),B");
+    if (n > 1)
+        ck_assert_fails(mf_plan_param_sbp(p, pl, "output.weight", 2, (const int64_t[]){1, 60}, sbp, sizeof sbp, NULL),
+                        MF_ERR_ARG, "plan rule 0 (\"output.weight\") splits axis 0 of parameter output.weight (size 1)",
+                        "along 'dp': some ranks would hold none of it");
     mf_plan_destroy(p);
     mf_placement_destroy(pl);
     /* an axis the parameter lacks; a P parameter */

@@ -7,6 +7,7 @@
 
 #include "mpiflow/nn.h"
 #include "mpiflow/pipeline.h"
+#include "mpiflow/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,6 +72,11 @@ typedef struct mf_gpt_parallel {
     int zero;
 } mf_gpt_parallel;
 MF_API mf_status mf_gpt_parallelize(mf_module *gpt, const mf_placement *p, const mf_gpt_parallel *o);
+/* Appends Megatron-LM's tensor-parallel split of a GPT's parameters
+ * along mesh dimension tp (NULL: "tp") to a plan: wte S(0) (vocabulary
+ * parallel), attn.c_attn S(1) and mlp.c_fc S(0) (column parallel),
+ * attn.c_proj and mlp.c_proj weights S(1) (row parallel). */
+MF_API mf_status mf_gpt_add_megatron_rules(mf_plan *plan, const char *tp);
 /* ZeRO-3 starts each block's gathers while the block before it computes
  * (and the final LayerNorm's during the last block); its backward gathers
  * on demand. gather_s: seconds the forwards' gathers ran, wait_s: of

@@ -108,8 +108,10 @@ MF_API mf_placement *mf_plan_placement(const mf_plan *plan, int first, int nrank
 /* The nd-SBP text parameter `name` of shape gets on placement p, and the
  * index of the rule that gave it (-1: no rule matched, B). ZeRO 2 and 3
  * then split the ZeRO dimension's B along the parameter's largest axis
- * that the rule leaves whole. MF_ERR_ARG when a rule's split does not
- * divide the dimension (naming the rule, the parameter and both sizes). */
+ * that the rule leaves whole. A split need not divide the axis (the
+ * pieces are balanced, as a GPT's vocabulary over tp); MF_ERR_ARG when it
+ * would leave a rank nothing (naming the rule, the parameter and both
+ * sizes), or makes a parameter P. */
 MF_API mf_status mf_plan_param_sbp(const mf_plan *plan, const mf_placement *p, const char *name, int ndim,
                                    const int64_t *shape, char *sbp, size_t size, int *rule);
 /* Makes every parameter and buffer of model global on p by the rules

@@ -15,28 +15,28 @@
  * and B along every other dimension (data parallel). With ZeRO-2 or -3,
  * S(a) there instead, a the parameter's largest axis that tp leaves
  * whole (B for a vector that tp splits); the forward gathers each one
- * for its use (gpt.c).
+ * for its use (gpt.c). The split is a plan's rules (doc/plans.md,
+ * mf_gpt_add_megatron_rules), applied by mf_plan_param_sbp.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include "lib/nn/nn_internal.h"
 
-/* the tensor-parallel SBP of a GPT parameter, by its name's ending */
-static const char *tp_sbp(const char *name)
+/* Megatron-LM's split along mesh dimension tp, as plan rules */
+mf_status mf_gpt_add_megatron_rules(mf_plan *plan, const char *tp)
 {
     static const struct {
-        const char *end, *sbp;
+        const char *pattern, *sbp;
     } rules[] = {
-        {"wte.weight", "S(0)"},          {"attn.c_attn.weight", "S(1)"}, {"attn.c_attn.bias", "S(1)"},
-        {"attn.c_proj.weight", "S(1)"},  {"mlp.c_fc.weight", "S(0)"},    {"mlp.c_fc.bias", "S(0)"},
-        {"mlp.c_proj.weight", "S(1)"},
+        {"*.wte.weight", "S(0)"},        {"*.attn.c_attn.*", "S(1)"},  {"*.attn.c_proj.weight", "S(1)"},
+        {"*.mlp.c_fc.*", "S(0)"},        {"*.mlp.c_proj.weight", "S(1)"},
     };
-    size_t n = strlen(name);
     for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) {
-        size_t k = strlen(rules[i].end);
-        if (n >= k && !strcmp(name + n - k, rules[i].end) && (n == k || name[n - k - 1] == '.')) return rules[i].sbp;
+        char sbp[64];
+        snprintf(sbp, sizeof sbp, "%s=%s", tp ? tp : "tp", rules[i].sbp);
+        MF_TRY(mf_plan_add_rule(plan, rules[i].pattern, sbp));
     }
-    return "B";
+    return MF_OK;
 }
 
 int mfi_gpt_layer_of(const char *name, int n_layer)
@@ -46,20 +46,30 @@ int mfi_gpt_layer_of(const char *name, int n_layer)
     return strstr(name, "ln_f.") ? n_layer + 1 : 0;
 }
 
-/* the nd-SBP of parameter t (tensor-parallel SBP ts) on an nd-D mesh of
- * `ranks` ranks whose dimension d is tensor parallel of degree tp */
-static void param_sbp(const mf_tensor *t, const char *ts, int nd, int d, int ranks, int tp, int zero, char *sbp,
-                      size_t size)
+/* the plan of mf_gpt_parallelize's options on placement p: mesh
+ * dimension d is "tp", the others "dp" (ZeRO's), "dp1", ... */
+static mf_plan *gpt_plan(const mf_placement *p, int d, int tp, int zero)
 {
-    char dps[16] = "B";
-    if (zero >= 2) {   /* the largest axis tp leaves whole, if every rank gets some of it */
-        int tax = ts[0] == 'S' ? ts[2] - '0' : -1, best = -1;
-        for (int a = 0; a < mf_tensor_ndim(t); a++)
-            if (a != tax && (best < 0 || mf_tensor_shape(t)[a] > mf_tensor_shape(t)[best])) best = a;
-        if (best >= 0 && mf_tensor_shape(t)[best] >= ranks / tp) snprintf(dps, sizeof dps, "S(%d)", best);
+    const int nd = mf_placement_mesh_ndim(p);
+    char names[MF_MAX_MESH][16];
+    const char *np[MF_MAX_MESH];
+    int sizes[MF_MAX_MESH], k = 0;
+    for (int e = 0; e < nd; e++) {
+        if (e == d) snprintf(names[e], sizeof names[e], "tp");
+        else if (k++) snprintf(names[e], sizeof names[e], "dp%d", k - 1);
+        else snprintf(names[e], sizeof names[e], "dp");
+        np[e] = names[e];
+        sizes[e] = mf_placement_mesh_dim(p, e);
     }
-    size_t k = 0;
-    for (int e = 0; e < nd; e++) k += (size_t)snprintf(sbp + k, size - k, "%s%s", e ? "," : "", e == d ? ts : dps);
+    mf_plan *plan = mf_plan_create();
+    mf_status st = plan ? mf_plan_set_mesh(plan, nd, np, sizes) : mf_last_status();
+    if (st == MF_OK && tp > 1) st = mf_gpt_add_megatron_rules(plan, "tp");
+    if (st == MF_OK && zero >= 2 && mf_plan_mesh_find(plan, "dp") >= 0) st = mf_plan_set_zero(plan, zero, "dp");
+    if (st != MF_OK) {
+        mf_plan_destroy(plan);
+        return NULL;
+    }
+    return plan;
 }
 
 mf_status mfi_gpt_place(mf_module *gpt, mf_placement *const *pl, const int *stage_of, const mf_gpt_parallel *o)
@@ -83,18 +93,23 @@ mf_status mfi_gpt_place(mf_module *gpt, mf_placement *const *pl, const int *stag
                 "%d of '%s'); pick a degree that divides the head count", c->n_head, tp, d, ps);
     if (o->zero < 0 || o->zero > 3)
         MF_FAIL(MF_ERR_ARG, "mf_gpt_parallelize: ZeRO stage %d (0 to 3; 1 is the optimizer's, mf_optim_set_zero)", o->zero);
-    mf_tensor_list *l = mf_module_parameters(gpt);
-    if (!l) return mf_last_status();
+    mf_plan *plan = gpt_plan(p, d, tp, o->zero);
+    mf_tensor_list *l = plan ? mf_module_parameters(gpt) : NULL;
+    if (!l) {
+        mf_plan_destroy(plan);
+        return mf_last_status();
+    }
     mf_status st = MF_OK;
     for (int i = 0; i < l->n && st == MF_OK; i++) {
         const char *name = l->items[i].name;
+        mf_tensor *t = l->items[i].tensor;
+        const mf_placement *at = pl[stage_of ? stage_of[mfi_gpt_layer_of(name, c->n_layer)] : 0];
         char sbp[96];
-        param_sbp(l->items[i].tensor, tp > 1 ? tp_sbp(name) : "B", nd, d, mf_placement_size(p), tp, o->zero, sbp,
-                  sizeof sbp);
-        st = mf_module_param_to_global(gpt, name, pl[stage_of ? stage_of[mfi_gpt_layer_of(name, c->n_layer)] : 0],
-                                       sbp);
+        st = mf_plan_param_sbp(plan, at, name, mf_tensor_ndim(t), mf_tensor_shape(t), sbp, sizeof sbp, NULL);
+        if (st == MF_OK) st = mf_module_param_to_global(gpt, name, at, sbp);
     }
     mf_tensor_list_destroy(l);
+    mf_plan_destroy(plan);
     MF_TRY(st);
     par->zero = o->zero;
     par->tp_axis = d;

@@ -74,7 +74,8 @@ mf_status mf_plan_param_sbp(const mf_plan *p, const mf_placement *pl, const char
         s.ndim = p->ndim;
         for (int d = 0; d < p->ndim; d++) s.d[d].kind = MF_SBP_B;
     }
-    /* a rule's splits must divide the axis: every rank the same share */
+    /* a rule's splits may be uneven (balanced pieces, doc/global-tensors.md)
+     * but must leave every rank a piece */
     int64_t parts[MF_MAX_DIMS];
     for (int a = 0; a < MF_MAX_DIMS; a++) parts[a] = 1;
     for (int d = 0; d < p->ndim; d++) {
@@ -87,9 +88,9 @@ mf_status mf_plan_param_sbp(const mf_plan *p, const mf_placement *pl, const char
             MF_FAIL(MF_ERR_ARG, "plan rule %d (\"%s\") splits axis %d of parameter %s, which has %d", r,
                     p->rules[r].pattern, a, name, ndim);
         parts[a] *= mf_placement_mesh_dim(pl, d);
-        if (shape[a] % parts[a])
+        if (shape[a] < parts[a])
             MF_FAIL(MF_ERR_ARG, "plan rule %d (\"%s\") splits axis %d of parameter %s (size %lld) %lld ways along "
-                    "'%s': the split does not divide it", r, p->rules[r].pattern, a, name, (long long)shape[a],
+                    "'%s': some ranks would hold none of it", r, p->rules[r].pattern, a, name, (long long)shape[a],
                     (long long)parts[a], p->names[d]);
     }
     /* ZeRO-2/3: B along the ZeRO dimension becomes a split of the largest
