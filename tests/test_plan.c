@@ -2,8 +2,9 @@
  * tests/test_plan.c - parallel plans (include/mpiflow/plan.h): name
  * patterns, the JSON form read and written back byte for byte, every
  * refusal with the message it must give, and a plan applied to an MLP
- * on the world (make check: 1 rank; tests/global.sh: 2, 3 and 4) with
- * each parameter's SBP checked against the rule that must give it.
+ * on the world (make check: 1 rank; tests/global.sh: 2, 3 and 4) and
+ * on two pipeline stages, with each parameter's SBP checked against the
+ * rule that must give it.
  */
 #include <stdlib.h>
 #include "tests/test_util.h"
@@ -268,6 +269,40 @@ START_TEST(bad_applications)
 }
 END_TEST
 
+/* a pipeline of two stages (ranks 0 .. n/2-1 and the rest): hidden on
+ * the first, output on the second, each by the rules */
+START_TEST(apply_to_stages)
+{
+    int n = mf_world_size();
+    if (n < 2) return;   /* two stages need two ranks: tests/global.sh runs 2 to 4 */
+    mf_module *m = mf_model_mlp(20, 60, 10);
+    ck_assert_ok(mf_module_reset_parameters(m, 7));
+    mf_plan *p = mlp_plan("{\"match\": \"*.weight\", \"sbp\": {\"dp\": \"S(0)\"}}");
+    ck_assert_ok(mf_plan_set_pipeline(p, 2, "2", 0, NULL));
+    int k = n / 2;
+    mf_placement *st[2] = {mf_plan_placement(p, 0, k, MF_DEV_CPU), mf_plan_placement(p, k, n - k, MF_DEV_CPU)};
+    ck_assert(st[0] && st[1]);
+    const int first[3] = {0, 2, 4};   /* flatten, hidden | relu, output */
+    ck_assert_ok(mf_plan_apply_pipeline(p, m, 2, first, st));
+    static const struct {
+        const char *name, *sbp;
+        int stage;
+    } want[] = {{"hidden.weight", "S(0),B", 0}, {"hidden.bias", "B,B", 0}, {"output.weight", "S(0),B", 1},
+                {"output.bias", "B,B", 1}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        mf_tensor *t = mf_module_get(m, want[i].name);
+        char sbp[64];
+        mf_global_sbp_str(t, sbp, sizeof sbp);
+        ck_assert_msg(!strcmp(sbp, want[i].sbp) && mf_placement_equal(mf_global_placement(t), st[want[i].stage]),
+                      "%s: %s, wanted %s on stage %d", want[i].name, sbp, want[i].sbp, want[i].stage);
+    }
+    mf_placement_destroy(st[0]);
+    mf_placement_destroy(st[1]);
+    mf_plan_destroy(p);
+    mf_module_destroy(m);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
     Suite *s = suite_create("plan");
@@ -277,6 +312,7 @@ static Suite *plan_suite(void)
     tcase_add_test(tc, bad_plans);
     tcase_add_test(tc, apply_to_mlp);
     tcase_add_test(tc, bad_applications);
+    tcase_add_test(tc, apply_to_stages);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -118,6 +118,13 @@ MF_API mf_status mf_plan_param_sbp(const mf_plan *plan, const mf_placement *p, c
  * (mf_module_param_to_global); MF_ERR_ARG naming a rule that matches no
  * parameter. Collective. */
 MF_API mf_status mf_plan_apply(const mf_plan *plan, mf_module *model, const mf_placement *p);
+/* The same for a pipeline: the parameters under children first[s] ..
+ * first[s+1]-1 of seq on stages[s] (the root's own on stage 0). */
+MF_API mf_status mf_plan_apply_pipeline(const mf_plan *plan, mf_module *seq, int nstages, const int *first,
+                                        mf_placement *const *stages);
+/* MF_ERR_ARG naming the first rule that matches no parameter of model,
+ * or whose parameters an earlier rule takes. */
+MF_API mf_status mf_plan_check_rules(const mf_plan *plan, const mf_module *model);
 /* The printed form: the mesh, then every parameter with its shape, the
  * SBP it gets on p and the rule that gave it. */
 MF_API mf_status mf_plan_print(const mf_plan *plan, const mf_module *model, const mf_placement *p, FILE *f);

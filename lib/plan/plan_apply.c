@@ -109,14 +109,28 @@ mf_status mf_plan_param_sbp(const mf_plan *p, const mf_placement *pl, const char
     return MF_OK;
 }
 
-mf_status mf_plan_apply(const mf_plan *p, mf_module *model, const mf_placement *pl)
+/* the top-level child a dotted name is under (-1: the root's own) */
+static int child_of(const mf_module *model, const char *name)
 {
-    if (!p || !model || !pl) MF_FAIL(MF_ERR_ARG, "mf_plan_apply: NULL argument");
+    const char *dot = strchr(name, '.');
+    if (!dot || (size_t)(dot - name) >= 256) return -1;
+    char head[256];
+    memcpy(head, name, (size_t)(dot - name));
+    head[dot - name] = 0;
+    mf_module *c = mf_module_child(model, head);
+    for (int i = 0; c && i < mf_module_num_children(model); i++)
+        if (mf_module_child_at(model, i) == c) return i;
+    return -1;
+}
+
+mf_status mf_plan_check_rules(const mf_plan *p, const mf_module *model)
+{
+    if (!p || !model) MF_FAIL(MF_ERR_ARG, "mf_plan_check_rules: NULL argument");
     MF_TRY(mfi_plan_check(p, "the plan"));
     mf_tensor_list *l = mf_module_state_dict(model);
     if (!l) return mf_last_status();
     int *used = calloc((size_t)p->nrules + 1, sizeof *used);   /* first matches */
-    mf_status st = used ? MF_OK : mfi_error(MF_ERR_NOMEM, "mf_plan_apply: out of memory");
+    mf_status st = used ? MF_OK : mfi_error(MF_ERR_NOMEM, "mf_plan_check_rules: out of memory");
     for (int i = 0; i < l->n && st == MF_OK; i++) {
         int r = rule_of(p, l->items[i].name);
         if (r >= 0) used[r]++;
@@ -135,16 +149,46 @@ mf_status mf_plan_apply(const mf_plan *p, mf_module *model, const mf_placement *
                            "matches the whole dotted name, such as \"%s\"; '*' is any run of characters)", r,
                            p->rules[r].pattern, p->rules[r].sbp, l->n ? l->items[0].name : "weight");
     }
-    for (int i = 0; i < l->n && st == MF_OK; i++) {
-        mf_tensor *t = l->items[i].tensor;
-        char sbp[128];
-        if (mf_tensor_is_global(t)) continue;
-        st = mf_plan_param_sbp(p, pl, l->items[i].name, mf_tensor_ndim(t), mf_tensor_shape(t), sbp, sizeof sbp, NULL);
-        if (st == MF_OK) st = mf_module_param_to_global(model, l->items[i].name, pl, sbp);
-    }
     free(used);
     mf_tensor_list_destroy(l);
     return st;
+}
+
+/* every parameter and buffer under children c0 .. c1-1 (and the root's
+ * own with all_root) global on pl by the rules */
+static mf_status apply_range(const mf_plan *p, mf_module *model, int c0, int c1, bool root, const mf_placement *pl)
+{
+    mf_tensor_list *l = mf_module_state_dict(model);
+    if (!l) return mf_last_status();
+    mf_status st = MF_OK;
+    for (int i = 0; i < l->n && st == MF_OK; i++) {
+        mf_tensor *t = l->items[i].tensor;
+        int c = child_of(model, l->items[i].name);
+        if (mf_tensor_is_global(t) || (c < 0 ? !root : c < c0 || c >= c1)) continue;
+        char sbp[128];
+        st = mf_plan_param_sbp(p, pl, l->items[i].name, mf_tensor_ndim(t), mf_tensor_shape(t), sbp, sizeof sbp, NULL);
+        if (st == MF_OK) st = mf_module_param_to_global(model, l->items[i].name, pl, sbp);
+    }
+    mf_tensor_list_destroy(l);
+    return st;
+}
+
+mf_status mf_plan_apply(const mf_plan *p, mf_module *model, const mf_placement *pl)
+{
+    if (!p || !model || !pl) MF_FAIL(MF_ERR_ARG, "mf_plan_apply: NULL argument");
+    MF_TRY(mf_plan_check_rules(p, model));
+    return apply_range(p, model, 0, mf_module_num_children(model), true, pl);
+}
+
+mf_status mf_plan_apply_pipeline(const mf_plan *p, mf_module *seq, int nstages, const int *first,
+                                 mf_placement *const *stages)
+{
+    if (!p || !seq || !first || !stages || nstages < 1) MF_FAIL(MF_ERR_ARG, "mf_plan_apply_pipeline: NULL argument");
+    MF_TRY(mf_plan_check_rules(p, seq));
+    for (int s = 0; s < nstages; s++)
+        if (apply_range(p, seq, first[s], first[s + 1], s == 0, stages[s]) != MF_OK)
+            return mfi_error_context("pipeline stage %d", s);
+    return MF_OK;
 }
 
 mf_status mf_plan_print(const mf_plan *p, const mf_module *model, const mf_placement *pl, FILE *f)
