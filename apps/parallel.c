@@ -9,99 +9,70 @@
  *   tp      a GPT on a mesh dp x tp: Megatron-LM's split along tp
  *           (mf_gpt_parallelize), data (S(0),B); tp+sp adds sequence
  *           parallelism
- * Conv layers keep B parameters in every mode.
+ * Conv layers keep B parameters in every mode. Each mode is a plan
+ * (apps/plan_flags.c, doc/plans.md): its mesh, the data's SBP and the
+ * parameters' rules are read from it, as from a --plan file.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "apps/parallel.h"
 
-/* the Linear layer (top-level child) a parameter belongs to, or NULL */
-static bool in_linear(mf_module *model, const char *name, char *layer, size_t len)
+/* The mesh and the data's layout of plan on k ranks (a stage's, with a
+ * pipeline): a 2-D mesh R x C, or 1-D. */
+static mf_status plan_mesh(par *pp, const mf_plan *plan, int k, char *err, size_t len)
 {
-    const char *dot = strrchr(name, '.');
-    if (!dot || (size_t)(dot - name) >= len) return false;
-    memcpy(layer, name, (size_t)(dot - name));
-    layer[dot - name] = '\0';
-    mf_module *c = mf_module_child(model, layer);
-    return c && !strcmp(mf_module_type(c), "Linear");
-}
-
-/* the index of the top-level child called name, or -1 */
-static int child_index(mf_module *model, const char *name)
-{
-    mf_module *c = mf_module_child(model, name);
-    for (int i = 0; c && i < mf_module_num_children(model); i++)
-        if (mf_module_child_at(model, i) == c) return i;
-    return -1;
-}
-
-/* Places the parameters of children c0 .. c1-1 on pl by the mode's rule. */
-static mf_status place_params(const par *pp, mf_module *model, int c0, int c1, mf_placement *pl)
-{
-    mf_tensor_list *l = mf_module_parameters(model);
-    if (!l) return mf_last_status();
-    char last[256] = "", layer[256];
-    for (int i = 0; i < l->n; i++)
-        if (in_linear(model, l->items[i].name, layer, sizeof layer)) snprintf(last, sizeof last, "%s", layer);
-    mf_status st = MF_OK;
-    for (int i = 0; i < l->n && st == MF_OK; i++) {
-        const char *name = l->items[i].name, *sbp = NULL;
-        if (!in_linear(model, name, layer, sizeof layer)) continue;
-        int c = child_index(model, layer);
-        if (c < c0 || c >= c1) continue;
-        if (!strcmp(pp->mode, "mp")) sbp = "S(0)";
-        else if (!strcmp(pp->mode, "hybrid") && !strcmp(layer, last)) sbp = "S(0)";
-        else if (!strcmp(pp->mode, "2d")) sbp = "B,S(0)";
-        if (sbp) st = mf_module_param_to_global(model, name, pl, sbp);
+    int nd = mf_plan_mesh_ndim(plan);
+    int size[2] = {mf_plan_mesh_size(plan, 0, k), nd > 1 ? mf_plan_mesh_size(plan, 1, k) : 1};
+    if (nd > 2 || size[0] < 1 || size[1] < 1) {
+        snprintf(err, len, "%s: the mesh does not fit the %d rank(s) %s", pp->what, k,
+                 pp->nstages > 1 ? "of each pipeline stage" : "of the job");
+        return MF_ERR_ARG;
     }
-    mf_tensor_list_destroy(l);
-    for (int c = c0; c < c1 && st == MF_OK; c++)
-        st = mf_module_to_global(mf_module_child_at(model, c), pl, strcmp(pp->mode, "2d") ? "B" : "B,B");
-    return st;
-}
-
-/* whether the model has convolutions (top-level children) */
-static bool has_conv(mf_module *model)
-{
-    for (int i = 0; i < mf_module_num_children(model); i++)
-        if (!strcmp(mf_module_type(mf_module_child_at(model, i)), "Conv2d")) return true;
-    return false;
-}
-
-/* The mesh of n ranks for the mode: 2d R x C (checked against --mesh),
- * else 1-D. The data layout and this rank's shard follow from it. */
-static mf_status mesh_for(par *pp, const train_opts *o, mf_module *model, int n, const char *whose, char *err,
-                          size_t len)
-{
-    if (!strcmp(pp->mode, "2d")) {
-        pp->mesh_r = o->mesh_r ? o->mesh_r : n % 2 == 0 ? 2 : n;
-        pp->mesh_c = o->mesh_c ? o->mesh_c : n % 2 == 0 ? n / 2 : 1;
-        if (pp->mesh_r * pp->mesh_c != n) {
-            snprintf(err, len, "--mesh %dx%d has %d ranks but %s %d", pp->mesh_r, pp->mesh_c, pp->mesh_r * pp->mesh_c,
-                     whose, n);
-            return MF_ERR_ARG;
-        }
-        pp->data_sbp = "S(0),B";
-    } else {
-        /* mp: data B, except that convolutions stay data parallel */
-        pp->data_sbp = !strcmp(pp->mode, "mp") && !has_conv(model) ? "B" : "S(0)";
+    pp->mesh_r = nd == 2 ? size[0] : 0;
+    pp->mesh_c = nd == 2 ? size[1] : 0;
+    if (mf_plan_data_sbp(plan, pp->data_buf, sizeof pp->data_buf) != MF_OK) {
+        snprintf(err, len, "%s: %s", pp->what, mf_last_error());
+        return MF_ERR_ARG;
+    }
+    pp->data_sbp = pp->data_buf;
+    mf_nd_sbp d;
+    int splits = 0;
+    if (mf_nd_sbp_parse(pp->data_sbp, &d) == MF_OK)
+        for (int e = 0; e < d.ndim; e++) splits += d.d[e].kind == MF_SBP_S ? 1 + (d.d[e].axis != 0) * 99 : 0;
+    if (splits > 1) {
+        snprintf(err, len, "%s: data %s: mpiflow-train splits the batch (S(0)) along one mesh dimension at most",
+                 pp->what, pp->data_sbp);
+        return MF_ERR_ARG;
     }
     return MF_OK;
 }
 
-/* this rank's shard of each batch, from its place in p */
+/* a plan that is data parallel only: 1-D, no rules, the batch split */
+static bool plan_is_dp(const mf_plan *plan)
+{
+    char d[64];
+    return mf_plan_mesh_ndim(plan) == 1 && mf_plan_num_rules(plan) == 0 && mf_plan_data_sbp(plan, d, sizeof d) == MF_OK &&
+           !strcmp(d, "S(0)");
+}
+
+/* this rank's shard of each batch, from its place in p: its coordinate
+ * along the mesh dimension where the data is S(0) */
 static void shard_of(par *pp)
 {
     int idx = mf_placement_index(pp->p);
-    if (idx < 0) return;
-    if (pp->mesh_r) {
-        pp->shard_index = idx / pp->mesh_c;   /* the row of the mesh */
-        pp->shard_count = pp->mesh_r;
-    } else if (!strcmp(pp->data_sbp, "S(0)")) {
-        pp->shard_index = idx;
-        pp->shard_count = mf_placement_size(pp->p);
+    mf_nd_sbp d;
+    if (idx < 0 || mf_nd_sbp_parse(pp->data_sbp, &d) != MF_OK) return;
+    int nd = mf_placement_mesh_ndim(pp->p), coord[MF_MAX_MESH];
+    for (int e = nd - 1; e >= 0; e--) {   /* row-major: the last dimension varies fastest */
+        coord[e] = idx % mf_placement_mesh_dim(pp->p, e);
+        idx /= mf_placement_mesh_dim(pp->p, e);
     }
+    for (int e = 0; e < nd && e < d.ndim; e++)
+        if (d.d[e].kind == MF_SBP_S) {
+            pp->shard_index = coord[e];
+            pp->shard_count = mf_placement_mesh_dim(pp->p, e);
+        }
 }
 
 static mf_placement *mesh_placement(const par *pp, int n, const int *ranks)
@@ -120,7 +91,7 @@ static int default_micro_batches(int64_t batch, int P)
 
 /* --pipeline-stages / --pipeline-cuts / --micro-batches: P equal groups
  * of consecutive ranks, the mode inside each. */
-static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
+static mf_status pipe_setup(par *pp, const train_opts *o, const mf_plan *plan, mf_module *model, char *err, size_t len)
 {
     int n = mf_world_size(), P = 0;
     bool gpt = mf_gpt_config_of(model) != NULL;
@@ -157,9 +128,9 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
     pp->loader_micro = pp->micro_batches;
     pp->mode = o->parallel ? o->parallel : "dp";
     if (o->shards) {   /* one shard per data-parallel rank in each micro-batch */
-        if (strcmp(pp->mode, "dp") && strcmp(pp->mode, "none")) {
-            snprintf(err, len, "--deterministic: --parallel %s; the shards' sums cover data parallelism (dp, also "
-                     "inside pipeline stages)", pp->mode);
+        if (strcmp(pp->mode, "dp") && strcmp(pp->mode, "none") && !(!strcmp(pp->mode, "plan") && plan_is_dp(plan))) {
+            snprintf(err, len, "--deterministic: %s; the shards' sums cover data parallelism (dp, also "
+                     "inside pipeline stages)", pp->what);
             return MF_ERR_ARG;
         }
         if (o->shards % kdp || (o->micro_batches && (o->shards / kdp) % o->micro_batches)) {
@@ -188,7 +159,7 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
         pp->mesh_r = k / tp;
         pp->mesh_c = tp;
         pp->data_sbp = "S(0),B";
-    } else if ((st = mesh_for(pp, o, model, k, "each stage has", err, len)) != MF_OK) {
+    } else if ((st = plan_mesh(pp, plan, k, err, len)) != MF_OK) {
         return st;
     }
     int *ranks = malloc((size_t)k * sizeof *ranks);
@@ -209,12 +180,10 @@ static mf_status pipe_setup(par *pp, const train_opts *o, mf_module *model, char
         if (!pp->pipe) snprintf(err, len, "--pipeline-stages: %s", mf_last_error());
         return pp->pipe ? MF_OK : mf_last_status();
     }
-    for (int s = 0; s < P; s++) {
-        st = place_params(pp, model, pp->first[s], pp->first[s + 1], pp->stage[s]);
-        if (st != MF_OK) {
-            snprintf(err, len, "--parallel %s in stage %d: %s", pp->mode, s, mf_last_error());
-            return st;
-        }
+    st = mf_plan_apply_pipeline(plan, model, P, pp->first, pp->stage);
+    if (st != MF_OK) {
+        snprintf(err, len, "%s: %s", pp->what, mf_last_error());
+        return st;
     }
     const char *in_sbp[MF_MAX_STAGES];
     for (int s = 0; s < P; s++) in_sbp[s] = pp->data_sbp;
@@ -266,21 +235,23 @@ static mf_status gpt_tp_setup(par *pp, const train_opts *o, mf_module *model, ch
     return st;
 }
 
-mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len)
+mf_status par_setup(par *pp, const train_opts *o, const mf_plan *plan, mf_module *model, char *err, size_t len)
 {
     int n = mf_world_size();
     memset(pp, 0, sizeof *pp);
     pp->dev = strcmp(o->device, "cuda") ? MF_DEV_CPU : MF_DEV_CUDA;
+    if (o->plan) snprintf(pp->what, sizeof pp->what, "--plan %s", o->plan);
+    else snprintf(pp->what, sizeof pp->what, "--parallel %s", o->parallel ? o->parallel : "dp");
     if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches || o->shards)
-        return pipe_setup(pp, o, model, err, len);
+        return pipe_setup(pp, o, plan, model, err, len);
     if (o->tensor_parallel || (o->zero >= 2 && mf_gpt_config_of(model))) return gpt_tp_setup(pp, o, model, err, len);
     pp->mode = o->parallel ? o->parallel : n > 1 ? "dp" : "none";
     if (!strcmp(pp->mode, "none")) return MF_OK;
-    mf_status mst = mesh_for(pp, o, model, n, "the job has", err, len);
-    if (mst != MF_OK) return mst;
-    if ((mst = world_placement(pp, n)) != MF_OK) return mst;
-    mf_status st = place_params(pp, model, 0, mf_module_num_children(model), pp->p);
-    if (st != MF_OK) snprintf(err, len, "--parallel %s: %s", pp->mode, mf_last_error());
+    mf_status st = plan_mesh(pp, plan, n, err, len);
+    if (st == MF_OK) st = world_placement(pp, n);
+    if (st != MF_OK) return st;
+    st = mf_plan_apply(plan, model, pp->p);
+    if (st != MF_OK) snprintf(err, len, "%s: %s", pp->what, mf_last_error());
     return st;
 }
 

@@ -9,10 +9,12 @@
 #include "mpiflow.h"
 
 typedef struct par {
-    const char *mode;          /* "none", "dp", "mp", "hybrid", "2d" */
+    const char *mode;          /* "none", "dp", "mp", "hybrid", "2d", "plan" */
     mf_placement *p;           /* NULL for none; with a pipeline, this rank's stage's */
     mf_device_type dev;        /* the placements' device (--device) */
     const char *data_sbp;
+    char data_buf[64];         /* data_sbp, from a plan */
+    char what[300];            /* "--parallel dp", "--plan FILE": for messages */
     int mesh_r, mesh_c;
     int zero;                  /* a GPT's ZeRO-2 or -3 (parameters split S over the data-parallel ranks) */
     int shard_index, shard_count;   /* which rows of each batch (micro-batch) this rank loads */
@@ -26,9 +28,10 @@ typedef struct par {
     mf_pipeline *pipe;
 } par;
 
-/* Picks the mode and mesh, and makes the model's parameters global.
+/* Picks the mode and mesh, and makes the model's parameters global by
+ * the plan's rules (the flags' plan, or --plan's; apps/plan_flags.h).
  * Collective. On bad flags returns MF_ERR_ARG with err filled. */
-mf_status par_setup(par *pp, const train_opts *o, mf_module *model, char *err, size_t len);
+mf_status par_setup(par *pp, const train_opts *o, const mf_plan *plan, mf_module *model, char *err, size_t len);
 /* Replaces the batch by global tensors: x and y hold this rank's shard
  * (the loader made only those rows) of a batch of `rows` samples. */
 mf_status par_batch(const par *pp, int64_t rows, mf_tensor **x, mf_tensor **y);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "apps/parallel.h"
+#include "apps/plan_flags.h"
 #include "apps/preempt.h"
 #include "apps/train_device.h"
 #include "apps/train_gpt.h"
@@ -24,6 +25,7 @@
 
 typedef struct run {
     train_opts o;
+    mf_plan *plan;               /* the parallel layout: --plan's, or the flags' */
     mf_dataset *train, *test;    /* gpt: test is the validation split */
     bool gpt;
     mf_gpt_config gc;
@@ -114,12 +116,14 @@ static mf_status build(run *r)
                  mf_last_error());
         return MF_ERR_ARG;
     }
+    if (!(r->plan = plan_for_run(&r->o, r->model, mf_world_size(), r->err, sizeof r->err))) return MF_ERR_ARG;
     if (r->gpt && o->recompute)
         mf_gpt_set_recompute(r->model, !strcmp(o->recompute, "block") ? MF_RECOMPUTE_BLOCK
                                        : !strcmp(o->recompute, "attn") ? MF_RECOMPUTE_ATTN
                                                                         : MF_RECOMPUTE_NONE);
-    mf_status pst = par_setup(&r->par, o, r->model, r->err, sizeof r->err);
+    mf_status pst = par_setup(&r->par, o, r->plan, r->model, r->err, sizeof r->err);
     if (pst != MF_OK) return pst;
+    if (o->print_plan) return MF_OK;   /* main prints it and exits */
     r->params = mf_module_parameters(r->model);
     if (!r->params) return mf_last_status();
     if (!strcmp(o->optimizer, "sgd") || !strcmp(o->optimizer, "momentum")) {
@@ -634,6 +638,7 @@ static void cleanup(run *r)
     mf_module_destroy(r->model);
     mf_loader_destroy(r->loader);
     par_destroy(&r->par);
+    mf_plan_destroy(r->plan);
     mf_dataset_destroy(r->train);
     mf_dataset_destroy(r->test);
 }
@@ -714,6 +719,11 @@ int main(int argc, char **argv)
         } else {
             code = report("setting up", input_code(st));
         }
+        goto out;
+    }
+    if (r.o.print_plan) {   /* the plan as --plan reads it (stdout), each parameter's SBP and rule (stderr) */
+        const mf_placement *p = r.par.nstages ? r.par.stage[0] : r.par.p;
+        code = plan_print_all(r.plan, r.model, p) == MF_OK ? 0 : report("--print-plan", 1);
         goto out;
     }
     if (mf_rank() == 0) {

@@ -72,6 +72,10 @@ void train_opts_usage(FILE *f)
         "  --bucket-mb MB             gradient buckets of MB MiB: each bucket's allreduce starts\n"
         "                             during backward as soon as its gradients are ready\n"
         "                             (default 25; 0: one sync per parameter after backward)\n"
+        "  --plan FILE.json           the parallel layout as a plan (doc/plans.md): mesh, parameter\n"
+        "                             rules, ZeRO, pipeline; instead of the flags above and below\n"
+        "  --print-plan               print the plan the flags make, as JSON for --plan (stdout,\n"
+        "                             rank 0), and each parameter's SBP with its rule (stderr); exit\n"
         "  --zero 0|1|2|3             1: ZeRO-1, optimizer state split S(0) over the data-parallel\n"
         "                             ranks, gradients reduce-scattered, parameters allgathered;\n"
         "                             gpt: 2 and 3 split every parameter S over the data-parallel\n"
@@ -219,7 +223,7 @@ enum {
     OPT_PROFILE, OPT_PREFETCH, OPT_PARALLEL, OPT_MESH, OPT_DUMP, OPT_CKPT, OPT_SAVE_EVERY, OPT_RESUME, OPT_KEEP, OPT_FLETCHER,
     OPT_BUCKET, OPT_ZERO, OPT_TRACE, OPT_PP_STAGES, OPT_PP_CUTS, OPT_MICRO, OPT_PP_SCHED, OPT_DEVICE, OPT_PRECISION,
     OPT_DETERMINISTIC, OPT_PRESET, OPT_N_LAYER, OPT_N_HEAD, OPT_N_EMBD, OPT_SEQ_LEN, OPT_VOCAB, OPT_DROPOUT,
-    OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_NO_SHUFFLE, OPT_TP, OPT_SP, OPT_RECOMPUTE, OPT_HELP, OPT_VERSION
+    OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_NO_SHUFFLE, OPT_TP, OPT_SP, OPT_RECOMPUTE, OPT_PLAN, OPT_PRINT_PLAN, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -282,6 +286,8 @@ static const struct option longopts[] = {
     {"tensor-parallel", required_argument, 0, OPT_TP},
     {"sequence-parallel", no_argument, 0, OPT_SP},
     {"recompute", required_argument, 0, OPT_RECOMPUTE},
+    {"plan", required_argument, 0, OPT_PLAN},
+    {"print-plan", no_argument, 0, OPT_PRINT_PLAN},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -510,6 +516,8 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
             break;
         }
         case OPT_SP: o->sequence_parallel = true; break;
+        case OPT_PLAN: o->plan = v; break;
+        case OPT_PRINT_PLAN: o->print_plan = true; break;
         case OPT_RECOMPUTE: {
             static const char *const modes[] = {"none", "block", "attn", NULL};
             if (!one_of(v, modes)) return fail(err, len, "--recompute: '%s' is not one of none, block, attn", v);
@@ -571,6 +579,11 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     if (o->keep_last && !o->checkpoint) return fail(err, len, "--keep-last: needs --checkpoint PATH");
     if (o->fletcher32 && !o->checkpoint) return fail(err, len, "--fletcher32: needs --checkpoint PATH");
     if (!o->keep_last) o->keep_last = 1;
+    if (o->plan && (o->parallel || o->mesh_r || o->tensor_parallel || o->sequence_parallel || o->zero ||
+                    o->pipeline_stages || o->pipeline_cuts || o->micro_batches || o->pipeline_schedule || o->recompute))
+        return fail(err, len, "--plan %s gives the parallel layout: drop --parallel, --mesh, --tensor-parallel, "
+                    "--sequence-parallel, --zero, --pipeline-stages, --pipeline-cuts, --micro-batches, --schedule "
+                    "and --recompute, or drop --plan (--print-plan shows the plan those flags make)", o->plan);
     if (o->mesh_r && (!o->parallel || strcmp(o->parallel, "2d")))
         return fail(err, len, "--mesh: only for --parallel 2d");
     if (o->epochs && o->steps) return fail(err, len, "--epochs and --steps: give one, not both");

@@ -53,6 +53,8 @@ typedef struct train_opts {
     bool sequence_parallel;
     const char *recompute;            /* --recompute none|block|attn, NULL: none */
     bool shuffle;                     /* false: --no-shuffle, windows in order */
+    const char *plan;                 /* --plan FILE.json, or NULL: the flags' plan */
+    bool print_plan;                  /* --print-plan: print the plan and exit */
 } train_opts;
 
 /* 0: run; 1: --help or --version was printed; 2: bad input (err says

@@ -1,0 +1,97 @@
+#!/bin/sh
+# Parallel plans in mpiflow-train (doc/plans.md):
+#  - --print-plan > p.json, then --plan p.json: the same loss column,
+#    byte for byte, as the flags it came from (MLP dp, mp, hybrid, 2d,
+#    ZeRO-1; LeNet pipelined in 2-D; the GPT with tp, tp+sp, ZeRO-3,
+#    recompute and a pipeline), and the printed form names every
+#    parameter with its SBP and rule;
+#  - a plan written by hand (row- and column-parallel rules the flags
+#    cannot say) on 2 and 4 ranks trains as 1 rank does (1e-5, 6 steps);
+#  - bad plans exit 2 on every rank within 10 s, naming the fault.
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+T=$TMPDIR_TEST
+word_text "$T/text.txt" 2000
+GPT="--model gpt --dataset text:$T/text.txt --n-layer 2 --n-head 4 --n-embd 32 --seq-len 16 --batch-size 8 --seed 3
+     --threads 1 --log-every 1 --steps 6"
+IMG="--dataset synthetic --synthetic-size 512,64 --seed 3 --threads 1 --log-every 1 --batch-size 32 --steps 6"
+
+# trip TAG NP BASE FLAGS...: the flags' run against the run of their printed plan
+trip() {
+    tag=$1 np=$2 base=$3
+    shift 3
+    # shellcheck disable=SC2086
+    "$MPIEXEC" -n "$np" "$TRAIN" $base "$@" --print-plan >"$T/$tag.json" 2>"$T/$tag.table" ||
+        { cat "$T/$tag.table"; fail "$tag: --print-plan exited non-zero"; }
+    # shellcheck disable=SC2086
+    run_train "$np" $base "$@" --metrics "$T/$tag.a.csv" >/dev/null
+    [ "$rc" -eq 0 ] || fail "$tag: the flags' run exited $rc"
+    # shellcheck disable=SC2086
+    run_train "$np" $base --plan "$T/$tag.json" --metrics "$T/$tag.b.csv" >/dev/null
+    [ "$rc" -eq 0 ] || { cat "$T/$tag.json"; fail "$tag: the plan's run exited $rc"; }
+    losses "$T/$tag.a.csv" >"$T/a"
+    losses "$T/$tag.b.csv" >"$T/b"
+    [ "$(wc -l <"$T/a")" -ge 6 ] || fail "$tag: $(wc -l <"$T/a") losses"
+    cmp -s "$T/a" "$T/b" || { paste "$T/a" "$T/b"; fail "$tag: --plan gives other losses than the flags"; }
+    # every parameter is in the printed form, with an SBP and where it came from
+    params=$(grep -c '^  [a-z].*  \(rule [0-9]\|no rule\)' "$T/$tag.table")
+    [ "$params" -ge 4 ] || { cat "$T/$tag.table"; fail "$tag: the printed form lists $params parameters"; }
+    echo "ok: $tag on $np ranks: --print-plan then --plan, the same $(wc -l <"$T/a") losses; $params parameters printed"
+}
+trip mlp_dp 2 "$IMG --model mlp"
+trip mlp_mp 2 "$IMG --model mlp" --parallel mp
+trip mlp_hybrid 2 "$IMG --model mlp" --parallel hybrid
+trip mlp_2d 4 "$IMG --model mlp" --parallel 2d
+trip mlp_zero1 2 "$IMG --model mlp" --zero 1
+trip lenet_2d_pp 4 "$IMG --model lenet" --parallel 2d --mesh 2x1 --pipeline-cuts 6
+trip gpt_tp 2 "$GPT" --tensor-parallel 2
+trip gpt_tp_sp 2 "$GPT" --tensor-parallel 2 --sequence-parallel
+trip gpt_zero3 2 "$GPT" --zero 3
+trip gpt_recompute 2 "$GPT" --recompute block
+trip gpt_pp 2 "$GPT" --pipeline-stages 2
+grep -q '"match": "\*.attn.c_attn.\*", "sbp": {"tp": "S(1)"}' "$T/gpt_tp.json" ||
+    { cat "$T/gpt_tp.json"; fail "gpt_tp: no Megatron rule for c_attn in the plan"; }
+grep -q 'transformer.h.0.attn.c_attn.weight .* B,S(1) .* rule 1 "\*.attn.c_attn.\*"' "$T/gpt_tp.table" ||
+    { cat "$T/gpt_tp.table"; fail "gpt_tp: c_attn's line in the printed form"; }
+
+# --- a plan by hand: hidden column parallel over tp, output row parallel
+cat >"$T/rows.json" <<'EOF'
+{"description": "hidden column parallel, output row parallel, data parallel across",
+ "mesh": {"names": ["dp", "tp"], "shape": [-1, 2]},
+ "params": [{"match": "hidden.*", "sbp": {"tp": "S(0)"}},
+            {"match": "output.weight", "sbp": {"tp": "S(1)"}}]}
+EOF
+run_train 1 $IMG --model mlp --metrics "$T/one.csv" >/dev/null
+[ "$rc" -eq 0 ] || fail "1 rank: exit $rc"
+for np in 2 4; do
+    run_train "$np" $IMG --model mlp --plan "$T/rows.json" --metrics "$T/rows$np.csv" >/dev/null
+    [ "$rc" -eq 0 ] || fail "rows.json on $np ranks: exit $rc"
+    same_losses "$T/one.csv" "$T/rows$np.csv" "a hand-written plan (column then row parallel) on $np ranks vs 1 rank"
+done
+
+# --- bad plans: exit 2 on every rank, within 10 s, naming the fault
+bad() {
+    printf '%s\n' "$2" >"$T/bad.json"
+    np=$1
+    want=$3
+    shift 3
+    start=$(date +%s)
+    refused "$np" "$want" "$@" --plan "$T/bad.json"
+    took=$(($(date +%s) - start))
+    [ "$took" -le 10 ] || fail "the refusal took $took s (at most 10)"
+}
+bad 2 '{"mesh": {"names": ["dp"], "shape": [2]}, "params": [' "is not JSON: line 2, column 1: expected a value, found the end" $IMG --model mlp
+bad 2 '{"params": [{"match": "hiden.*", "sbp": "S(0)"}]}' 'plan rule 0 ("hiden.\*" -> S(0)) matches no parameter' \
+    $IMG --model mlp
+bad 2 '{"params": [{"match": "output.bias", "sbp": "S(1)"}]}' "splits axis 1 of parameter output.bias, which has 1" \
+    $IMG --model mlp
+bad 2 '{"mesh": {"names": ["dp", "tp"], "shape": [2, 2]}}' "the mesh does not fit the 2 rank(s) of the job" \
+    $IMG --model mlp
+bad 2 '{"pipeline": {"cuts": ["hiden"]}}' "pipeline cut 'hiden' names no layer of the model" $IMG --model mlp
+bad 2 '{"zeroo": 1}' 'unknown key "zeroo"' $IMG --model mlp
+bad 3 '{"mesh": {"names": ["dp", "tp"], "shape": [1, 3]}, "params": [{"match": "*.attn.c_attn.*", "sbp": {"tp": "S(1)"}}]}' \
+    "for a GPT, mpiflow-train runs the layouts its flags can say" $GPT
+refused 3 "4 heads do not split over 3 tensor-parallel ranks" $GPT --tensor-parallel 3
+refused 2 "plan .* gives the parallel layout: drop --parallel" $IMG --model mlp --plan "$T/rows.json" --parallel dp
+echo "plans: --print-plan round trips byte for byte, a hand-written plan trains as 1 rank, bad plans are refused"
