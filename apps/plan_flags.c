@@ -86,6 +86,11 @@ mf_plan *plan_of_flags(const train_opts *o, mf_module *model, int n, char *err, 
         if (o->recompute && strcmp(o->recompute, "none") &&
             mf_plan_add_recompute(plan, !strcmp(o->recompute, "block") ? "transformer.h.*" : "transformer.h.*.attn") != MF_OK)
             goto fail;
+    } else if (o->recompute && strcmp(o->recompute, "none") && mf_plan_add_recompute(plan, o->recompute) != MF_OK) {
+        goto fail;
+    }
+    if (gpt) {
+        /* the GPT's rules are above */
     } else if (!strcmp(mode, "2d")) {
         int r, c;
         if (mesh_2d(o, k, &r, &c, err, len)) {
@@ -213,10 +218,6 @@ int plan_to_flags(const mf_plan *plan, mf_module *model, int n, train_opts *o, c
                  o->zero);
         return 2;
     }
-    if (mf_plan_num_recompute(plan)) {
-        snprintf(err, len, "--plan %s: recompute is for the GPT in this release", o->plan);
-        return 2;
-    }
     if (mf_plan_mesh_ndim(plan) > 2) {
         snprintf(err, len, "--plan %s: mpiflow-train runs 1- and 2-D meshes", o->plan);
         return 2;
@@ -227,13 +228,15 @@ int plan_to_flags(const mf_plan *plan, mf_module *model, int n, train_opts *o, c
 
 mf_plan *plan_for_run(train_opts *o, mf_module *model, int n, char *err, size_t len)
 {
-    if (!o->plan) return plan_of_flags(o, model, n, err, len);
-    mf_plan *plan = mf_plan_load(o->plan);
-    if (!plan) {
-        snprintf(err, len, "--plan: %s", mf_last_error());
+    mf_plan *plan = o->plan ? mf_plan_load(o->plan) : plan_of_flags(o, model, n, err, len);
+    if (!plan && o->plan) snprintf(err, len, "--plan: %s", mf_last_error());
+    if (!plan || (o->plan && plan_to_flags(plan, model, n, o, err, len))) {
+        mf_plan_destroy(plan);
         return NULL;
     }
-    if (plan_to_flags(plan, model, n, o, err, len)) {
+    /* recompute for a model other than the GPT (whose blocks recompute by mf_gpt_set_recompute) */
+    if (!mf_gpt_config_of(model) && mf_plan_apply_recompute(plan, model) != MF_OK) {
+        snprintf(err, len, "%s: %s", o->plan ? o->plan : "--recompute", mf_last_error());
         mf_plan_destroy(plan);
         return NULL;
     }

@@ -44,7 +44,8 @@ void train_opts_usage(FILE *f)
         "                             the sequence between the tensor-parallel regions\n"
         "  --recompute none|block|attn   activation recompute: keep only each block's input (block)\n"
         "                             or skip the attention half's activations (attn), and run\n"
-        "                             that forward again in backward (default none)\n"
+        "                             that forward again in backward (default none); mlp, lenet:\n"
+        "                             --recompute PATTERN, the modules by name (conv2, 'conv*')\n"
         "length:\n"
         "  --epochs N                 passes over the training set (default 1)\n"
         "  --steps N                  optimizer steps instead of epochs\n"
@@ -518,12 +519,10 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         case OPT_SP: o->sequence_parallel = true; break;
         case OPT_PLAN: o->plan = v; break;
         case OPT_PRINT_PLAN: o->print_plan = true; break;
-        case OPT_RECOMPUTE: {
-            static const char *const modes[] = {"none", "block", "attn", NULL};
-            if (!one_of(v, modes)) return fail(err, len, "--recompute: '%s' is not one of none, block, attn", v);
+        case OPT_RECOMPUTE:
+            if (!*v) return fail(err, len, "--recompute: an empty module pattern");
             o->recompute = v;
             break;
-        }
         case OPT_DETERMINISTIC: {
             int64_t n = -1;
             if (v && (!parse_i64(v, 1, &n) || n > 4096))
@@ -608,10 +607,13 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     if (!o->epochs && !o->steps) o->epochs = 1;
     bool gpt = !strcmp(o->model, "gpt");
     if (!gpt && (o->preset || o->n_layer || o->n_head || o->n_embd || o->seq_len || o->vocab_size || o->dropout >= 0 ||
-                 o->val_every || !o->shuffle || o->tensor_parallel || o->sequence_parallel || o->recompute))
+                 o->val_every || !o->shuffle || o->tensor_parallel || o->sequence_parallel))
         return fail(err, len, "--preset, --n-layer, --n-head, --n-embd, --seq-len, --vocab-size, --dropout, "
-                    "--val-every, --no-shuffle, --tensor-parallel, --sequence-parallel and --recompute: only for "
-                    "--model gpt");
+                    "--val-every, --no-shuffle, --tensor-parallel and --sequence-parallel: only for --model gpt");
+    static const char *const gpt_recompute[] = {"none", "block", "attn", NULL};
+    if (gpt && o->recompute && !one_of(o->recompute, gpt_recompute))
+        return fail(err, len, "--recompute %s: a GPT recomputes none, block (each block) or attn (each attention "
+                    "half)", o->recompute);
     if (o->zero >= 2 && !gpt)
         return fail(err, len, "--zero %d: ZeRO-2 and -3 are for --model gpt in this release (ZeRO-1 for every model)",
                     o->zero);

@@ -5,6 +5,7 @@
 #    ZeRO-1; LeNet pipelined in 2-D; the GPT with tp, tp+sp, ZeRO-3,
 #    recompute and a pipeline), and the printed form names every
 #    parameter with its SBP and rule;
+#  - --recompute PATTERN for LeNet: the same losses bit for bit;
 #  - a plan written by hand (row- and column-parallel rules the flags
 #    cannot say) on 2 and 4 ranks trains as 1 rank does (1e-5, 6 steps);
 #  - bad plans exit 2 on every rank within 10 s, naming the fault.
@@ -54,6 +55,19 @@ grep -q '"match": "\*.attn.c_attn.\*", "sbp": {"tp": "S(1)"}' "$T/gpt_tp.json" |
     { cat "$T/gpt_tp.json"; fail "gpt_tp: no Megatron rule for c_attn in the plan"; }
 grep -q 'transformer.h.0.attn.c_attn.weight .* B,S(1) .* rule 1 "\*.attn.c_attn.\*"' "$T/gpt_tp.table" ||
     { cat "$T/gpt_tp.table"; fail "gpt_tp: c_attn's line in the printed form"; }
+
+# --- recompute of any module by name: the same losses, bit for bit
+run_train 2 $IMG --model lenet --metrics "$T/lenet.csv" >/dev/null
+[ "$rc" -eq 0 ] || fail "lenet: exit $rc"
+run_train 2 $IMG --model lenet --recompute 'conv*' --metrics "$T/lenet_rc.csv" >/dev/null
+[ "$rc" -eq 0 ] || fail "lenet --recompute 'conv*': exit $rc"
+grep -q "recompute conv\*" "$TMPDIR_TEST/out" || fail "lenet --recompute: not in the start-up line"
+losses "$T/lenet.csv" >"$T/a"
+losses "$T/lenet_rc.csv" >"$T/b"
+cmp -s "$T/a" "$T/b" || { paste "$T/a" "$T/b"; fail "lenet: --recompute 'conv*' changed the losses"; }
+echo "ok: lenet --recompute 'conv*' on 2 ranks: the same $(wc -l <"$T/a") losses as without"
+trip lenet_recompute 2 "$IMG --model lenet" --recompute conv2
+refused 2 'recompute pattern "convv" matches no module' $IMG --model lenet --recompute convv
 
 # --- a plan by hand: hidden column parallel over tp, output row parallel
 cat >"$T/rows.json" <<'EOF'

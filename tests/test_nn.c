@@ -187,6 +187,51 @@ START_TEST(other_layers)
 }
 END_TEST
 
+/* recompute of any module (mf_module_set_recompute): the same output,
+ * gradients and BatchNorm running statistics as without, bit for bit,
+ * and the statistics updated once */
+static void run_recompute(bool on, mf_tensor **out, mf_tensor **grad, mf_tensor **mean, double *tracked)
+{
+    mf_manual_seed(5);
+    mf_module *seq = mf_sequential_create();
+    ck_assert_ok(mf_sequential_add(seq, "conv", mf_conv2d_create(2, 3, 3, 1, 1)));
+    ck_assert_ok(mf_sequential_add(seq, "bn", mf_batch_norm2d_create(3)));
+    ck_assert_ok(mf_sequential_add(seq, "drop", mf_dropout_create(0.3)));
+    ck_assert_ok(mf_module_reset_parameters(seq, 9));
+    ck_assert_ok(mf_module_set_recompute(mf_module_child(seq, "bn"), on));
+    ck_assert_ok(mf_module_set_recompute(mf_module_child(seq, "drop"), on));
+    ck_assert(mf_module_recomputes(mf_module_child(seq, "bn")) == on);
+    ck_assert_str_eq(mf_module_child_name(seq, 1), "bn");
+    mf_tensor *x = mf_randn(MF_F32, MF_DIMS(2, 2, 5, 5));
+    mf_tensor *y = mf_module_forward(seq, x);
+    mf_tensor *sq = mf_mul(y, y), *l = mf_sum_all(sq);
+    ck_assert_ok(mf_backward(l));
+    mf_tensor_destroy(sq);
+    *out = y;
+    *grad = mf_clone(mf_tensor_grad(mf_module_get(seq, "conv.weight")));
+    *mean = mf_clone(mf_module_get(seq, "bn.running_mean"));
+    int64_t zero = 0;
+    *tracked = mf_tensor_get(mf_module_get(seq, "bn.num_batches_tracked"), &zero);
+    mf_tensor_destroy(l);
+    mf_tensor_destroy(x);
+    mf_module_destroy(seq);
+}
+
+START_TEST(recompute_any_module)
+{
+    mf_tensor *y0, *g0, *m0, *y1, *g1, *m1;
+    double t0, t1;
+    run_recompute(false, &y0, &g0, &m0, &t0);
+    run_recompute(true, &y1, &g1, &m1, &t1);
+    ck_assert_msg(mf_test_max_diff(y0, y1, false) == 0, "the output differs with recompute");
+    ck_assert_msg(mf_test_max_diff(g0, g1, false) == 0, "conv.weight's gradient differs with recompute");
+    ck_assert_msg(mf_test_max_diff(m0, m1, false) == 0, "bn's running mean differs with recompute (updated twice?)");
+    ck_assert(t0 == 1 && t1 == 1);
+    mf_tensor *all[] = {y0, g0, m0, y1, g1, m1};
+    for (int i = 0; i < 6; i++) mf_tensor_destroy(all[i]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("nn");
@@ -198,6 +243,7 @@ static Suite *suite(void)
     tcase_add_test(tc, buffers_and_modes);
     tcase_add_test(tc, custom_module);
     tcase_add_test(tc, other_layers);
+    tcase_add_test(tc, recompute_any_module);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -53,6 +53,17 @@ MF_API int mf_module_num_children(const mf_module *m);
 MF_API mf_module *mf_module_child_at(const mf_module *m, int i);
 
 MF_API mf_tensor *mf_module_forward(mf_module *m, mf_tensor *x);
+/* Activation recompute for any module (doc/plans.md): in training, its
+ * forward keeps only its input, and backward runs the forward again
+ * from it with the first run's random state (mf_recompute). The same
+ * numbers, less memory, one more forward. BatchNorm's running
+ * statistics are updated once, by the first run. A module whose input
+ * needs no gradient (a first layer's) runs as usual: its backward keeps
+ * nothing more than that input and its weights. */
+MF_API mf_status mf_module_set_recompute(mf_module *m, bool on);
+MF_API bool mf_module_recomputes(const mf_module *m);
+/* The name child i was added under, or NULL. */
+MF_API const char *mf_module_child_name(const mf_module *m, int i);
 MF_API void mf_module_destroy(mf_module *m);
 /* Train or eval mode, for the module and all its children. */
 MF_API void mf_module_train(mf_module *m, bool training);

@@ -122,6 +122,10 @@ MF_API mf_status mf_plan_apply(const mf_plan *plan, mf_module *model, const mf_p
  * first[s+1]-1 of seq on stages[s] (the root's own on stage 0). */
 MF_API mf_status mf_plan_apply_pipeline(const mf_plan *plan, mf_module *seq, int nstages, const int *first,
                                         mf_placement *const *stages);
+/* Turns recompute on (mf_module_set_recompute) for every module whose
+ * dotted name ("conv2", "transformer.h.3") matches a recompute pattern;
+ * MF_ERR_ARG naming a pattern that matches no module. */
+MF_API mf_status mf_plan_apply_recompute(const mf_plan *plan, mf_module *model);
 /* MF_ERR_ARG naming the first rule that matches no parameter of model,
  * or whose parameters an earlier rule takes. */
 MF_API mf_status mf_plan_check_rules(const mf_plan *plan, const mf_module *model);

@@ -144,6 +144,28 @@ mf_module *mf_module_child(const mf_module *m, const char *name)
 int mf_module_num_children(const mf_module *m) { return m->nchildren; }
 mf_module *mf_module_child_at(const mf_module *m, int i) { return i >= 0 && i < m->nchildren ? m->children[i].m : NULL; }
 
+/* mf_recompute's function: the module's own forward */
+static mf_tensor *forward_fn(void *user, int n, mf_tensor *const *in)
+{
+    (void)n;
+    mf_module *m = user;
+    return m->ops->forward(m, in[0]);
+}
+
+mf_status mf_module_set_recompute(mf_module *m, bool on)
+{
+    if (!m) MF_FAIL(MF_ERR_ARG, "mf_module_set_recompute: module is NULL");
+    m->recompute = on;
+    return MF_OK;
+}
+
+bool mf_module_recomputes(const mf_module *m) { return m && m->recompute; }
+
+const char *mf_module_child_name(const mf_module *m, int i)
+{
+    return m && i >= 0 && i < m->nchildren ? m->children[i].name : NULL;
+}
+
 mf_tensor *mf_module_forward(mf_module *m, mf_tensor *x)
 {
     if (!m) {
@@ -153,7 +175,12 @@ mf_tensor *mf_module_forward(mf_module *m, mf_tensor *x)
     if (mfi_check_input(mf_module_type(m), "input", x) != MF_OK) return NULL;
     /* its own random scope: its draws do not depend on its neighbours' */
     mfi_rng_scope saved = mfi_rng_enter(mfi_rng_next_key(), 0);
-    mf_tensor *y = m->ops->forward(m, x);
+    /* recompute: keep only x; backward runs the forward again from it
+     * (with this scope's random state, so dropout draws the same masks).
+     * Not for an input that needs no gradient (a first layer's): its
+     * backward keeps only that input and its own weights anyway */
+    bool again = m->recompute && m->training && mf_grad_enabled() && !mfi_recomputing() && mf_tensor_requires_grad(x);
+    mf_tensor *y = again ? mf_recompute(forward_fn, m, 1, &x) : m->ops->forward(m, x);
     mfi_rng_leave(saved);
     return y;
 }

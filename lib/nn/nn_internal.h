@@ -20,6 +20,7 @@ struct mf_module {
     const mf_module_ops *ops;
     void *priv;
     bool training;
+    bool recompute;   /* mf_module_set_recompute: forward under mf_recompute */
     int nparams, nbuffers, nchildren;
     mfi_named *params, *buffers;
     mfi_child *children;

@@ -19,10 +19,13 @@ static mf_tensor *bn_forward(mf_module *m, mf_tensor *x)
         mfi_error(MF_ERR_SHAPE, "BatchNorm2d: input %s must be 4-D [N, C, H, W]", mf_tensor_shape_str(x, s, sizeof s));
         return NULL;
     }
+    /* a recompute's second run (mfi_recomputing) normalises as the first
+     * did but leaves the running statistics as the first run left them */
+    bool again = mfi_recomputing();
     mf_tensor *y = mf_batch_norm(x, mf_module_buffer(m, "running_mean"), mf_module_buffer(m, "running_var"),
-                                 mf_module_param(m, "weight"), mf_module_param(m, "bias"), m->training, p->momentum,
-                                 p->eps);
-    if (y && m->training) {
+                                 mf_module_param(m, "weight"), mf_module_param(m, "bias"), m->training,
+                                 again ? 0.0 : p->momentum, p->eps);
+    if (y && m->training && !again) {
         /* a global counter is B: each rank counts its own copy */
         mf_tensor *nbt = mfi_local_piece(mf_module_buffer(m, "num_batches_tracked"));
         int64_t zero = 0;

@@ -5,6 +5,7 @@
  * printed form that says which rule gave what.
  */
 #include <stdio.h>
+#include "lib/nn/nn_internal.h"   /* mfi_join_name */
 #include "lib/plan/plan_internal.h"
 
 static void mesh_str(const mf_plan *p, int nranks, char *buf, size_t size)
@@ -189,6 +190,43 @@ mf_status mf_plan_apply_pipeline(const mf_plan *p, mf_module *seq, int nstages, 
         if (apply_range(p, seq, first[s], first[s + 1], s == 0, stages[s]) != MF_OK)
             return mfi_error_context("pipeline stage %d", s);
     return MF_OK;
+}
+
+/* marks the modules under m (dotted name prefix) that match a recompute
+ * pattern; counts each pattern's matches */
+static mf_status mark_recompute(const mf_plan *p, mf_module *m, const char *prefix, int *hits)
+{
+    for (int i = 0; i < mf_module_num_children(m); i++) {
+        char name[512];
+        mfi_join_name(prefix, mf_module_child_name(m, i), name, sizeof name);
+        mf_module *c = mf_module_child_at(m, i);
+        bool on = false;
+        for (int k = 0; k < p->nrecompute; k++)
+            if (mf_plan_match(p->recompute[k], name)) on = true, hits[k]++;
+        if (on) MF_TRY(mf_module_set_recompute(c, true));
+        MF_TRY(mark_recompute(p, c, name, hits));
+    }
+    return MF_OK;
+}
+
+mf_status mf_plan_apply_recompute(const mf_plan *p, mf_module *model)
+{
+    if (!p || !model) MF_FAIL(MF_ERR_ARG, "mf_plan_apply_recompute: NULL argument");
+    if (!p->nrecompute) return MF_OK;
+    int *hits = calloc((size_t)p->nrecompute, sizeof *hits);
+    if (!hits) MF_FAIL(MF_ERR_NOMEM, "mf_plan_apply_recompute: out of memory");
+    mf_status st = mark_recompute(p, model, "", hits);
+    for (int k = 0; k < p->nrecompute && st == MF_OK; k++)
+        if (!hits[k]) {
+            char names[300] = "";
+            for (int i = 0; i < mf_module_num_children(model); i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                         mf_module_child_name(model, i));
+            st = mfi_error(MF_ERR_ARG, "recompute pattern \"%s\" matches no module of the model (its modules are "
+                           "dotted names: %s, ...)", p->recompute[k], names);
+        }
+    free(hits);
+    return st;
 }
 
 mf_status mf_plan_print(const mf_plan *p, const mf_module *model, const mf_placement *pl, FILE *f)
