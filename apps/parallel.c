@@ -248,6 +248,7 @@ mf_status par_setup(par *pp, const train_opts *o, const mf_plan *plan, mf_module
     pp->mode = o->parallel ? o->parallel : n > 1 ? "dp" : "none";
     if (!strcmp(pp->mode, "none")) return MF_OK;
     mf_status st = plan_mesh(pp, plan, n, err, len);
+    pp->zero = mf_plan_zero_stage(plan) >= 2 ? mf_plan_zero_stage(plan) : 0;
     if (st == MF_OK) st = world_placement(pp, n);
     if (st != MF_OK) return st;
     st = mf_plan_apply(plan, model, pp->p);
@@ -342,6 +343,12 @@ mf_status par_micro_batches(const par *pp, int64_t rows, int n, bool shards, mf_
     return st;
 }
 
+static const char *zero_words(int zero)
+{
+    return zero == 3 ? ", ZeRO-3: parameters split, gathered for each module's forward and freed after"
+           : zero == 2 ? ", ZeRO-2: parameters split, gathered for each module's forward" : "";
+}
+
 void par_describe(const par *pp, char *buf, size_t len)
 {
     char pl[128];
@@ -363,12 +370,11 @@ void par_describe(const par *pp, char *buf, size_t len)
     else if (pp->mesh_r && (!strncmp(pp->mode, "tp", 2) || pp->zero))
         snprintf(buf, len, "%s: %d data-parallel x %d tensor-parallel ranks%s%s (%s)", pp->mode, pp->mesh_r, pp->mesh_c,
                  strcmp(pp->mode, "tp+sp") ? "" : ", sequence parallel",
-                 pp->zero == 3 ? ", ZeRO-3: parameters split, gathered per use and freed"
-                 : pp->zero == 2 ? ", ZeRO-2: parameters split, gathered per use" : "",
+                 zero_words(pp->zero),
                  mf_placement_str(pp->p, pl, sizeof pl));
-    else if (pp->mesh_r) snprintf(buf, len, "%s on mesh %dx%d (%s)", pp->mode, pp->mesh_r, pp->mesh_c,
-                                  mf_placement_str(pp->p, pl, sizeof pl));
-    else snprintf(buf, len, "%s on ranks %s", pp->mode, mf_placement_str(pp->p, pl, sizeof pl));
+    else if (pp->mesh_r) snprintf(buf, len, "%s on mesh %dx%d (%s)%s", pp->mode, pp->mesh_r, pp->mesh_c,
+                                  mf_placement_str(pp->p, pl, sizeof pl), zero_words(pp->zero));
+    else snprintf(buf, len, "%s on ranks %s%s", pp->mode, mf_placement_str(pp->p, pl, sizeof pl), zero_words(pp->zero));
 }
 
 mf_status par_dump_params(mf_module *model, const char *path)

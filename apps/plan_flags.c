@@ -213,11 +213,6 @@ int plan_to_flags(const mf_plan *plan, mf_module *model, int n, train_opts *o, c
     if (P > 1 || o->micro_batches) o->pipeline_schedule = mf_plan_schedule(plan);
     if (gpt) return gpt_flags(plan, model, n, o, err, len);
     o->zero = mf_plan_zero_stage(plan);
-    if (o->zero >= 2) {
-        snprintf(err, len, "--plan %s: ZeRO-%d is for the GPT in this release (ZeRO-1 for every model)", o->plan,
-                 o->zero);
-        return 2;
-    }
     if (mf_plan_mesh_ndim(plan) > 2) {
         snprintf(err, len, "--plan %s: mpiflow-train runs 1- and 2-D meshes", o->plan);
         return 2;

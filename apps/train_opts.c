@@ -79,8 +79,9 @@ void train_opts_usage(FILE *f)
         "                             rank 0), and each parameter's SBP with its rule (stderr); exit\n"
         "  --zero 0|1|2|3             1: ZeRO-1, optimizer state split S(0) over the data-parallel\n"
         "                             ranks, gradients reduce-scattered, parameters allgathered;\n"
-        "                             gpt: 2 and 3 split every parameter S over the data-parallel\n"
-        "                             ranks and gather it for each use (3 frees it after, FSDP)\n"
+        "                             2 and 3 split every parameter S over the data-parallel\n"
+        "                             ranks and gather it for each module's forward (3 frees it\n"
+        "                             after and gathers it again for backward, like FSDP)\n"
         "pipeline (see doc/pipeline.md):\n"
         "  --pipeline-stages P        cut the model into P stages balanced by parameter count;\n"
         "                             the ranks form P equal groups, in order, and --parallel\n"
@@ -614,9 +615,14 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     if (gpt && o->recompute && !one_of(o->recompute, gpt_recompute))
         return fail(err, len, "--recompute %s: a GPT recomputes none, block (each block) or attn (each attention "
                     "half)", o->recompute);
-    if (o->zero >= 2 && !gpt)
-        return fail(err, len, "--zero %d: ZeRO-2 and -3 are for --model gpt in this release (ZeRO-1 for every model)",
-                    o->zero);
+    if ((o->pipeline_stages || o->pipeline_cuts || o->micro_batches) && o->zero >= 2)
+        return fail(err, len, "--zero %d with a pipeline: ZeRO-2 and -3 split parameters over the data-parallel "
+                    "ranks, but pipeline stages keep theirs whole; use --zero 1 (the optimizer state) inside "
+                    "the stages", o->zero);
+    if (o->shards && o->zero >= 2)
+        return fail(err, len, "--deterministic with --zero %d: ZeRO-2 and -3 sum each gradient into the rows "
+                    "its rank keeps as backward makes it, in an order that depends on the rank count; "
+                    "--zero 1 (the optimizer state split) keeps the bits", o->zero);
     if (o->sequence_parallel && o->tensor_parallel < 2)
         return fail(err, len, "--sequence-parallel: splits the sequence over the tensor-parallel ranks; give "
                     "--tensor-parallel N with N >= 2");
@@ -634,14 +640,6 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         if (o->parallel && strcmp(o->parallel, "none") && strcmp(o->parallel, "dp"))
             return fail(err, len, "--model gpt: --parallel %s is not available for gpt in this release; use none or dp",
                         o->parallel);
-        if ((o->pipeline_stages || o->pipeline_cuts || o->micro_batches) && o->zero >= 2)
-            return fail(err, len, "--zero %d with a pipeline: ZeRO-2 and -3 split parameters over the data-parallel "
-                        "ranks, but pipeline stages keep theirs whole; use --zero 1 (the optimizer state) inside "
-                        "the stages", o->zero);
-        if (o->shards && o->zero >= 2)
-            return fail(err, len, "--deterministic with --zero %d: ZeRO-2 and -3 sum each gradient into the rows "
-                        "its rank keeps as backward makes it, in an order that depends on the rank count; "
-                        "--zero 1 (the optimizer state split) keeps the bits", o->zero);
         if (o->shards && (o->pipeline_stages > 1 || o->pipeline_cuts))
             return fail(err, len, "--deterministic with pipeline stages for gpt: the token embedding (first stage) "
                         "and the head (last stage) share a weight whose two gradients would meet outside the "

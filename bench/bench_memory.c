@@ -19,7 +19,7 @@
  *   comm                  message bytes of all collectives in the step
  *                         (mf_comm_tally_get)
  * then S steps are timed for tokens/s, and under ZeRO-3 the share of the
- * forward's gather time hidden behind compute (mf_gpt_gather_stats).
+ * forward's gather time hidden behind compute (mf_module_use_stats).
  * Theory, for rank 0, with N tokens
  * per data-parallel row, fp32:
  *   parameters  their pieces: matrices / tp, / dp under ZeRO-2/3
@@ -305,7 +305,7 @@ int main(int argc, char **argv)
         if (mf_optim_step(opt) != MF_OK) die("step");
         mf_tensor_destroy(loss);
         if (it >= 2) secs += mf_time() - t0;
-        if (it == 1) mf_gpt_gather_stats(m, NULL, NULL, true);   /* the timed steps' gathers */
+        if (it == 1) mf_module_use_stats(NULL, NULL, true);   /* the timed steps' gathers */
         if (measure) {
             mf_memory_stats st;
             mf_memory_get_stats(&st);
@@ -346,7 +346,7 @@ int main(int argc, char **argv)
         }
         const double MiB = 1048576.0;
         double gs = 0, ws = 0;
-        mf_gpt_gather_stats(m, &gs, &ws, false);
+        mf_module_use_stats(&gs, &ws, false);
         char hid[16] = "-";
         if (s.zero == 3 && gs > 0) snprintf(hid, sizeof hid, "%.0f%%", ws < gs ? 100 * (1 - ws / gs) : 0.0);
         char kp[32] = "      -/-      ";

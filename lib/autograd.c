@@ -294,6 +294,7 @@ static mf_status run_node(mfi_node *nd, bool retain, bool sync, leaf_table *leav
 
 mf_status mfi_backward(mf_tensor *out, mf_tensor *grad, bool retain_graph, bool sync)
 {
+    mfi_module_use_cut();
     MF_TRY(mfi_check_input("mf_backward", "the output", out));
     if (out->global) return mfi_global_backward(out, grad, retain_graph, sync);
     if (!out->requires_grad)

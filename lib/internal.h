@@ -20,7 +20,15 @@
 /* ---------------------------------------------------------------- memory */
 #include "base/alloc.h"
 
-struct mfi_regather;
+/* A storage whose bytes can be made again on demand (a parameter
+ * gathered for one use, lib/global/regather.c): what backward saves of
+ * it keeps the view without the bytes, and rebuild() gives them back
+ * when backward asks. Reference counted; release frees it at zero. */
+typedef struct mfi_rebuild {
+    int refcount;
+    mf_status (*rebuild)(struct mfi_rebuild *r, mf_tensor *bare);   /* bare gets fresh storage */
+    void (*free)(struct mfi_rebuild *r);
+} mfi_rebuild;
 
 typedef struct mfi_storage {
     void *data;
@@ -28,7 +36,7 @@ typedef struct mfi_storage {
     int refcount;
     uint32_t version;        /* bumped by every in-place write */
     mf_device_type device;
-    struct mfi_regather *regather;   /* a gathered parameter, freed after use (ZeRO-3) */
+    mfi_rebuild *rebuild;    /* bytes made again on demand, or NULL */
 } mfi_storage;
 
 struct mfi_node;
@@ -267,7 +275,7 @@ struct mf_custom_ctx {
     void *attrs;              /* op-specific struct, copied */
     mf_tensor *saved[MFI_MAX_SAVED];
     uint32_t saved_version[MFI_MAX_SAVED];
-    struct mfi_regather *saved_regather[MFI_MAX_SAVED];   /* saved without storage: gathered again on use */
+    mfi_rebuild *saved_rebuild[MFI_MAX_SAVED];   /* saved without storage: rebuilt on use */
     int n_saved;
     mfi_meta out_meta;
     /* global tensors, for the sbp and localize functions: the placement
@@ -349,16 +357,18 @@ mf_status mfi_local_rows(mf_tensor *ix, int64_t first, int64_t rows, mf_dtype dt
  * (recompute.c): what that forward gathers lives only until the
  * backward right after it, so ZeRO-3 need not free and gather it again. */
 bool mfi_recomputing(void);
-/* ZeRO-3's gathered parameters (lib/global/regather.c): a reference on
- * what gathers one again; the storage's is dropped when it is freed. */
-void mfi_regather_retain(struct mfi_regather *r);
-void mfi_regather_release(struct mfi_regather *r);
-/* Gives bare (a view saved without its storage) the storage of a
- * fresh gather of its parameter. */
-mf_status mfi_regather_fill(struct mfi_regather *r, mf_tensor *bare);
+/* A backward ends the order of use of the forward before it
+ * (lib/nn/param_use.c): the next forward does not continue it. */
+void mfi_module_use_cut(void);
+/* A reference on r, and its release (freed at zero). */
+void mfi_rebuild_retain(mfi_rebuild *r);
+void mfi_rebuild_release(mfi_rebuild *r);
+/* Whether t's bytes are made again on demand (its storage has a
+ * rebuild): an op keeps no extra copy of such an input for backward. */
+static inline bool mfi_rebuilds(const mf_tensor *t) { return t && t->storage && t->storage->rebuild; }
 /* In forward: keeps t (as a detached alias) for backward. A view of a
- * gathered parameter (mfi_gather_transient) is kept without its storage
- * and gathered again when backward asks for it. */
+ * storage that can be rebuilt is kept without its bytes, and rebuilt
+ * when backward asks for it. */
 mf_status mfi_save(mfi_call *c, mf_tensor *t);
 /* In backward: saved tensor i (borrowed), or NULL with an error if it
  * was modified in place since. */

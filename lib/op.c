@@ -43,10 +43,10 @@ mf_status mfi_save(mfi_call *c, mf_tensor *t)
     mf_tensor *a = mfi_tensor_alias(t);
     if (!a) return mf_last_status();
     c->saved_version[c->n_saved] = t->storage ? t->storage->version : 0;
-    c->saved_regather[c->n_saved] = NULL;
-    if (t->storage && t->storage->regather) {   /* keep the view, not the bytes */
-        c->saved_regather[c->n_saved] = t->storage->regather;
-        mfi_regather_retain(t->storage->regather);
+    c->saved_rebuild[c->n_saved] = NULL;
+    if (mfi_rebuilds(t)) {   /* keep the view, not the bytes */
+        c->saved_rebuild[c->n_saved] = t->storage->rebuild;
+        mfi_rebuild_retain(t->storage->rebuild);
         a->storage->refcount--;   /* t holds it still: never the last reference */
         a->storage = NULL;
     }
@@ -62,10 +62,11 @@ mf_tensor *mfi_saved(mfi_call *c, int i)
         return NULL;
     }
     mf_tensor *t = c->saved[i];
-    if (c->saved_regather[i]) {   /* gathered again, for this backward */
-        if (mfi_regather_fill(c->saved_regather[i], t) != MF_OK) return NULL;
-        mfi_regather_release(c->saved_regather[i]);
-        c->saved_regather[i] = NULL;
+    if (c->saved_rebuild[i]) {   /* its bytes made again, for this backward */
+        mfi_rebuild *r = c->saved_rebuild[i];
+        if (r->rebuild(r, t) != MF_OK) return NULL;
+        mfi_rebuild_release(r);
+        c->saved_rebuild[i] = NULL;
         c->saved_version[i] = t->storage->version;
     }
     if (t->storage && t->storage->version != c->saved_version[i]) {
@@ -76,13 +77,20 @@ mf_tensor *mfi_saved(mfi_call *c, int i)
     return t;
 }
 
+void mfi_rebuild_retain(mfi_rebuild *r) { r->refcount++; }
+
+void mfi_rebuild_release(mfi_rebuild *r)
+{
+    if (r && --r->refcount == 0) r->free(r);
+}
+
 void mfi_call_free_saved(mfi_call *c)
 {
     for (int i = 0; i < c->n_saved; i++) {
         mf_tensor_destroy(c->saved[i]);
         c->saved[i] = NULL;
-        if (c->saved_regather[i]) mfi_regather_release(c->saved_regather[i]);
-        c->saved_regather[i] = NULL;
+        mfi_rebuild_release(c->saved_rebuild[i]);
+        c->saved_rebuild[i] = NULL;
     }
     c->n_saved = 0;
 }

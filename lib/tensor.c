@@ -69,7 +69,7 @@ static void storage_release(mfi_storage *s)
 {
     if (!s || --s->refcount > 0) return;
     mfi_free_on(s->device, s->data, s->nbytes);
-    if (s->regather) mfi_regather_release(s->regather);
+    mfi_rebuild_release(s->rebuild);
     free(s);
 }
 

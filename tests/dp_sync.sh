@@ -75,6 +75,7 @@ fi
 grep -q "bucket-mb: '-3' is not a size" "$TMPDIR_TEST/train" || fail "--bucket-mb -3: no clear message"
 "$MPIEXEC" -n 2 "$TRAIN" --zero 4 >"$T/train" 2>&1 && fail "--zero 4 accepted"
 [ "$(grep -c "zero: '4' is not 0, 1, 2 or 3" "$T/train")" -ge 1 ] || fail "--zero 4: no clear message"
-"$MPIEXEC" -n 2 "$TRAIN" --zero 2 >"$T/train" 2>&1 && fail "--zero 2 accepted for mlp"
-[ "$(grep -c "ZeRO-2 and -3 are for --model gpt" "$T/train")" -ge 1 ] || fail "--zero 2 for mlp: no clear message"
+"$MPIEXEC" -n 2 "$TRAIN" --zero 2 --pipeline-stages 2 >"$T/train" 2>&1 && fail "--zero 2 accepted with a pipeline"
+[ "$(grep -c "ZeRO-2 and -3 split parameters over the data-parallel ranks, but pipeline stages" "$T/train")" -ge 1 ] ||
+    fail "--zero 2 with a pipeline: no clear message"
 echo "gradient sync: buckets and ZeRO-1 equal plain DP; ZeRO-1 checkpoints reshard; traces"

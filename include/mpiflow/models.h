@@ -77,12 +77,6 @@ MF_API mf_status mf_gpt_parallelize(mf_module *gpt, const mf_placement *p, const
  * parallel), attn.c_attn S(1) and mlp.c_fc S(0) (column parallel),
  * attn.c_proj and mlp.c_proj weights S(1) (row parallel). */
 MF_API mf_status mf_gpt_add_megatron_rules(mf_plan *plan, const char *tp);
-/* ZeRO-3 starts each block's gathers while the block before it computes
- * (and the final LayerNorm's during the last block); its backward gathers
- * on demand. gather_s: seconds the forwards' gathers ran, wait_s: of
- * those, seconds the forward waited; 1 - wait/gather is the share hidden
- * behind compute. reset: start counting again. Not collective. */
-MF_API void mf_gpt_gather_stats(mf_module *gpt, double *gather_s, double *wait_s, bool reset);
 
 /* Pipeline parallelism (doc/parallelism.md, "Transformers"). A GPT runs
  * n_layer + 2 layers: 0 the token and position embeddings, 1 .. n_layer

@@ -62,6 +62,20 @@ MF_API mf_tensor *mf_module_forward(mf_module *m, mf_tensor *x);
  * nothing more than that input and its weights. */
 MF_API mf_status mf_module_set_recompute(mf_module *m, bool on);
 MF_API bool mf_module_recomputes(const mf_module *m);
+/* Parameters ready for use (doc/plans.md, "ZeRO"). Under a plan's
+ * ZeRO-2 or -3, a parameter lives split over the data-parallel ranks;
+ * between mf_module_use_begin(m) and mf_module_use_end(m), m's own
+ * parameters (not its children's) are whole: gathered, with each use's
+ * gradient reduce-scattered back into the split. mf_module_forward does
+ * this around every module's forward; a model whose forward reads its
+ * children's parameters itself brackets each child's use. Nothing to do,
+ * and MF_OK, for a module with no such parameter. Calls nest. */
+MF_API mf_status mf_module_use_begin(mf_module *m);
+MF_API void mf_module_use_end(mf_module *m);
+/* Seconds ZeRO-3's gathers ran and seconds forwards waited for them
+ * (the rest ran behind computation), summed over all modules since the
+ * last reset. */
+MF_API void mf_module_use_stats(double *gather_s, double *wait_s, bool reset);
 /* The name child i was added under, or NULL. */
 MF_API const char *mf_module_child_name(const mf_module *m, int i);
 MF_API void mf_module_destroy(mf_module *m);

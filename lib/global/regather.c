@@ -5,27 +5,38 @@
  * A parameter that lives split (S(0) over the data-parallel ranks) is
  * boxed to B for each module that uses it; the boxing is differentiable,
  * so its backward reduce-scatters the gradient into the parameter's own
- * split. mfi_gather_transient marks the gathered storage: an op that
- * saves a view of it for backward (a Linear its weight) keeps the view
- * without its bytes (lib/op.c), so the gathered copy is freed as soon as
- * the forward drops it, and the backward that needs it gathers it again
- * (mfi_regather_fill); the node frees that copy once it has run.
+ * split. mfi_gather_transient gives the gathered storage a rebuild (an
+ * mfi_rebuild that gathers again): an op that saves a view of it for
+ * backward (a Linear its weight) keeps the view without its bytes
+ * (lib/op.c), so the gathered copy is freed as soon as the forward drops
+ * it, and the backward that needs it gathers it again; the node frees
+ * that copy once it has run.
  */
 #include "lib/global/global_internal.h"
 
-struct mfi_regather {
-    int refcount;
+typedef struct regather {
+    mfi_rebuild base;   /* first: the storage holds a pointer to it */
     mf_tensor *param;   /* the split parameter (a reference) */
     mf_nd_sbp to;       /* what it is gathered to */
-};
+} regather;
 
-void mfi_regather_retain(struct mfi_regather *r) { r->refcount++; }
-
-void mfi_regather_release(struct mfi_regather *r)
+static void regather_free(mfi_rebuild *b)
 {
-    if (!r || --r->refcount > 0) return;
+    regather *r = (regather *)b;
     mf_tensor_destroy(r->param);
     free(r);
+}
+
+static mf_status regather_fill(mfi_rebuild *b, mf_tensor *bare);
+
+/* marks storage s as w gathered to `to`: rebuilt by gathering again */
+static mf_status mark(mfi_storage *s, mf_tensor *w, const mf_nd_sbp *to)
+{
+    regather *r = malloc(sizeof *r);
+    if (!r) MF_FAIL(MF_ERR_NOMEM, "gathering '%s': out of memory", mf_tensor_name(w));
+    *r = (regather){{1, regather_fill, regather_free}, mf_tensor_retain(w), *to};
+    s->rebuild = &r->base;
+    return MF_OK;
 }
 
 /* the gathered value, with no graph */
@@ -47,20 +58,17 @@ mf_tensor *mfi_gather_transient(mf_tensor *w, const mf_nd_sbp *to)
     if (!g) return NULL;
     mf_tensor *l = g->global->local, *wl = w->global->local;
     /* a fresh storage only: nothing to free when no bytes moved */
-    if (!l || !l->storage || (wl && wl->storage == l->storage) || l->storage->regather) return g;
-    struct mfi_regather *r = malloc(sizeof *r);
-    if (!r) {
+    if (!l || !l->storage || (wl && wl->storage == l->storage) || l->storage->rebuild) return g;
+    if (mark(l->storage, w, to) != MF_OK) {
         mf_tensor_destroy(g);
-        mfi_error(MF_ERR_NOMEM, "gathering '%s': out of memory", mf_tensor_name(w));
         return NULL;
     }
-    *r = (struct mfi_regather){1, mf_tensor_retain(w), *to};
-    l->storage->regather = r;
     return g;
 }
 
-mf_status mfi_regather_fill(struct mfi_regather *r, mf_tensor *bare)
+static mf_status regather_fill(mfi_rebuild *b, mf_tensor *bare)
 {
+    regather *r = (regather *)b;
     mf_tensor *g = gather(r->param, &r->to);
     if (!g) return mfi_error_context("gathering '%s' again for backward", mf_tensor_name(r->param));
     mf_tensor *l = g->global->local;
@@ -206,12 +214,9 @@ mf_tensor *mfi_gather_finish(mfi_prefetch *pf, bool transient, double *wait_s, d
     mf_tensor *in = g->local, *ol = mfi_apply(&gathered_op, 1, &in, &a, sizeof a);
     if (!ol) goto out;
     r = mfi_global_wrap(ol, g->placement, &pf->to, &gm, w->requires_grad);
-    if (r && transient && ol->storage && !ol->storage->regather) {   /* ZeRO-3: freed after use, gathered again */
-        struct mfi_regather *rg = malloc(sizeof *rg);
-        if (rg) {
-            *rg = (struct mfi_regather){1, mf_tensor_retain(w), pf->to};
-            ol->storage->regather = rg;
-        }
+    if (r && transient && ol->storage && !ol->storage->rebuild && mark(ol->storage, w, &pf->to) != MF_OK) {
+        mf_tensor_destroy(r);   /* ZeRO-3: freed after use, gathered again */
+        r = NULL;
     }
 out:
     if (!r && st == MF_OK) st = mf_last_status();

@@ -179,128 +179,39 @@ mf_status mf_gpt_preset(const char *name, mf_gpt_config *c)
 }
 
 /* ------------------------------------------------------------ forward */
-static mf_tensor *get(const mf_module *m, const char *dotted)
+/* the module at dotted path `path` under m (a holder of parameters) */
+static mf_module *part(const mf_module *m, const char *path)
 {
-    mf_tensor *t = mf_module_get(m, dotted);
-    if (!t) mfi_error(MF_ERR_INTERNAL, "GPT: no parameter %s", dotted);
-    return t;
-}
-
-/* ZeRO-3's gathers of the next block's parameters, started while this
- * block computes, by parameter; and how long gathers ran and how long
- * the forward waited for them. */
-enum { MAX_PREFETCH = 32 };
-typedef struct gpt_prefetch {
-    int n;
-    const mf_tensor *param[MAX_PREFETCH];
-    mfi_prefetch *pf[MAX_PREFETCH];
-    double coll_s, wait_s;
-} gpt_prefetch;
-
-/* the nd-SBP t is gathered to for use: B on every dimension but tp's */
-static bool gather_sbp(const mfi_gpt_par *par, const mf_tensor *t, mf_nd_sbp *s)
-{
-    if (par->zero < 2 || !t || !t->global) return false;
-    *s = t->global->sbp;
-    bool split = false;
-    for (int d = 0; d < s->ndim; d++)
-        if (d != par->tp_axis && s->d[d].kind == MF_SBP_S) {
-            s->d[d] = (mf_sbp){MF_SBP_B, 0};
-            split = true;
-        }
-    return split;
-}
-
-/* starts the gathers of m's parameters (ZeRO-3, outside recompute) */
-static void prefetch(const gpt_priv *gp, const mf_module *m, const char *name)
-{
-    gpt_prefetch *pre = gp->par.pre;
-    if (!pre || gp->par.zero < 3 || gp->recompute != MF_RECOMPUTE_NONE || mfi_recomputing()) return;
-    mf_tensor_list *l = mf_module_parameters(m);
-    for (int i = 0; l && i < l->n && pre->n < MAX_PREFETCH; i++) {
-        if (name && !strstr(l->items[i].name, name)) continue;
-        mf_nd_sbp s;
-        mf_tensor *t = l->items[i].tensor;
-        mfi_prefetch *pf = gather_sbp(&gp->par, t, &s) ? mfi_gather_start(t, &s) : NULL;
-        if (!pf) continue;
-        pre->param[pre->n] = t;
-        pre->pf[pre->n++] = pf;
+    mf_module *c = (mf_module *)m;
+    for (const char *at = path; c && *at;) {
+        const char *dot = strchr(at, '.');
+        size_t n = dot ? (size_t)(dot - at) : strlen(at);
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)n, at);
+        c = mf_module_child(c, name);
+        at += n + (dot != NULL);
     }
-    mf_tensor_list_destroy(l);
+    if (!c) mfi_error(MF_ERR_INTERNAL, "GPT: no module %s", path);
+    return c;
 }
 
-/* the started gather of t, taken out of the table, or NULL */
-static mfi_prefetch *take(gpt_prefetch *pre, const mf_tensor *t)
+/* y = x W^T + b with the Linear under m named name, its parameters
+ * ready for use (mf_module_use_begin: a plan may keep them split) */
+static mf_tensor *lin(const mf_module *m, const char *name, mf_tensor *x)
 {
-    for (int i = 0; pre && i < pre->n; i++)
-        if (pre->param[i] == t) {
-            mfi_prefetch *pf = pre->pf[i];
-            pre->param[i] = pre->param[pre->n - 1];
-            pre->pf[i] = pre->pf[--pre->n];
-            return pf;
-        }
-    return NULL;
-}
-
-static void drain(gpt_prefetch *pre)
-{
-    while (pre && pre->n) mfi_prefetch_free(pre->pf[--pre->n]);
-}
-
-void mf_gpt_gather_stats(mf_module *m, double *gather_s, double *wait_s, bool reset)
-{
-    mfi_gpt_par *par = mfi_gpt_par_of(m);
-    gpt_prefetch *pre = par ? par->pre : NULL;
-    if (gather_s) *gather_s = pre ? pre->coll_s : 0;
-    if (wait_s) *wait_s = pre ? pre->wait_s : 0;
-    if (pre && reset) pre->coll_s = pre->wait_s = 0;
-}
-
-/* A parameter for one use (a new reference): under ZeRO-2 and -3 its
- * data-parallel split gathered to B (doc/parallelism.md, "Transformers");
- * ZeRO-3's copy is freed after the forward and gathered again for
- * backward, except in a recompute's second forward, whose backward
- * follows at once. Otherwise the parameter itself. */
-static mf_tensor *use(const mfi_gpt_par *par, const mf_module *m, const char *dotted)
-{
-    mf_tensor *t = get(m, dotted);
-    mf_nd_sbp s;
-    if (!gather_sbp(par, t, &s)) return mf_tensor_retain(t);
-    if (par->zero < 3 || mfi_recomputing()) return mfi_redistribute(t, t->global->placement, &s);
-    gpt_prefetch *pre = par->pre;
-    mfi_prefetch *pf = take(pre, t);
-    if (pf) return mfi_gather_finish(pf, true, &pre->wait_s, &pre->coll_s);
-    double t0 = mf_time();   /* not started early: all of it is waited for */
-    mf_tensor *g = mfi_gather_transient(t, &s);
-    if (pre) {
-        pre->coll_s += mf_time() - t0;
-        pre->wait_s += mf_time() - t0;
-    }
-    return g;
-}
-
-/* y = x W^T + b with the Linear under m named name */
-static mf_tensor *lin(const mfi_gpt_par *par, const mf_module *m, const char *name, mf_tensor *x)
-{
-    char w[64], b[64];
-    snprintf(w, sizeof w, "%s.weight", name);
-    snprintf(b, sizeof b, "%s.bias", name);
-    mf_tensor *tw = use(par, m, w), *tb = tw ? use(par, m, b) : NULL;
-    mf_tensor *y = tw && tb ? mf_linear(x, tw, tb) : NULL;
-    mf_tensor_destroy(tw);
-    mf_tensor_destroy(tb);
+    mf_module *h = part(m, name);
+    if (!h || mf_module_use_begin(h) != MF_OK) return NULL;
+    mf_tensor *y = mf_linear(x, mf_module_param(h, "weight"), mf_module_param(h, "bias"));
+    mf_module_use_end(h);
     return y;
 }
 
-static mf_tensor *ln(const mfi_gpt_par *par, const mf_module *m, const char *name, mf_tensor *x)
+static mf_tensor *ln(const mf_module *m, const char *name, mf_tensor *x)
 {
-    char w[64], b[64];
-    snprintf(w, sizeof w, "%s.weight", name);
-    snprintf(b, sizeof b, "%s.bias", name);
-    mf_tensor *tw = use(par, m, w), *tb = tw ? use(par, m, b) : NULL;
-    mf_tensor *y = tw && tb ? mf_layer_norm(x, 1, tw, tb, 1e-5) : NULL;
-    mf_tensor_destroy(tw);
-    mf_tensor_destroy(tb);
+    mf_module *h = part(m, name);
+    if (!h || mf_module_use_begin(h) != MF_OK) return NULL;
+    mf_tensor *y = mf_layer_norm(x, 1, mf_module_param(h, "weight"), mf_module_param(h, "bias"), 1e-5);
+    mf_module_use_end(h);
     return y;
 }
 
@@ -338,8 +249,8 @@ static mf_tensor *relayout(const mfi_gpt_par *par, mf_tensor *t, bool region)
  * with tensor parallelism, this rank's heads of q, k and v (S(3)) */
 static mf_tensor *attention(const mf_module *blk, const gpt_priv *p, mf_tensor *h)
 {
-    mf_tensor *qkv = lin(&p->par, blk, "attn.c_attn", h), *y = qkv ? mf_causal_self_attention(qkv, p->c.n_head) : NULL;
-    mf_tensor *o = y ? lin(&p->par, blk, "attn.c_proj", y) : NULL;
+    mf_tensor *qkv = lin(blk, "attn.c_attn", h), *y = qkv ? mf_causal_self_attention(qkv, p->c.n_head) : NULL;
+    mf_tensor *o = y ? lin(blk, "attn.c_proj", y) : NULL;
     mf_tensor_destroy(qkv);
     mf_tensor_destroy(y);
     return relayout(&p->par, o, false);   /* row parallel: P -> the residual stream's layout */
@@ -347,7 +258,7 @@ static mf_tensor *attention(const mf_module *blk, const gpt_priv *p, mf_tensor *
 
 static mf_tensor *mlp(const mf_module *blk, const gpt_priv *p, mf_tensor *h)
 {
-    mf_tensor *f = lin(&p->par, blk, "mlp.c_fc", h), *g = f ? mf_gelu_tanh(f) : NULL, *o = g ? lin(&p->par, blk, "mlp.c_proj", g) : NULL;
+    mf_tensor *f = lin(blk, "mlp.c_fc", h), *g = f ? mf_gelu_tanh(f) : NULL, *o = g ? lin(blk, "mlp.c_proj", g) : NULL;
     mf_tensor_destroy(f);
     mf_tensor_destroy(g);
     return relayout(&p->par, o, false);
@@ -365,7 +276,7 @@ static const char *all_b(const mf_placement *p, char *buf, size_t size)
 static mf_tensor *sublayer(const blk_ctx *cx, const char *norm,
                            mf_tensor *(*branch)(const mf_module *, const gpt_priv *, mf_tensor *), mf_tensor *x)
 {
-    mf_tensor *h = relayout(&cx->gp->par, ln(&cx->gp->par, cx->b, norm, x), true), *f = h ? branch(cx->b, cx->gp, h) : NULL;
+    mf_tensor *h = relayout(&cx->gp->par, ln(cx->b, norm, x), true), *f = h ? branch(cx->b, cx->gp, h) : NULL;
     mf_tensor *d = dropout(f, cx->gp->c.dropout, cx->tr), *r = d ? mf_add(x, d) : NULL;
     mf_tensor_destroy(h);
     mf_tensor_destroy(d);
@@ -425,13 +336,14 @@ mf_tensor *mfi_gpt_embed(mf_module *m, mf_tensor *idx, bool tr)
     }
     const int64_t T = mf_tensor_shape(idx)[1];
     const gpt_priv *gp = m->priv;
-    const mf_module *tf = mf_module_child(m, "transformer"), *hs = mf_module_child(tf, "h");
-    prefetch(gp, mf_module_child_at(hs, 0), NULL);   /* block 0's gathers run during the embedding */
-    mf_tensor *wte = use(&gp->par, tf, "wte.weight"), *wpe = wte ? use(&gp->par, tf, "wpe.weight") : NULL;
-    if (!wte || !wpe) {
-        mf_tensor_destroy(wte);
+    const mf_module *tf = mf_module_child(m, "transformer");
+    mf_module *we = part(tf, "wte"), *pe_m = we ? part(tf, "wpe") : NULL;
+    if (!pe_m || mf_module_use_begin(we) != MF_OK) return NULL;
+    if (mf_module_use_begin(pe_m) != MF_OK) {
+        mf_module_use_end(we);
         return NULL;
     }
+    mf_tensor *wte = mf_module_param(we, "weight"), *wpe = mf_module_param(pe_m, "weight");
     /* positions 0..T-1 on the placement of the embedding */
     mf_tensor *pos = mf_arange(MF_I64, T), *gpos = NULL;
     const mf_placement *pl = mf_global_placement(wpe);
@@ -448,8 +360,8 @@ mf_tensor *mfi_gpt_embed(mf_module *m, mf_tensor *idx, bool tr)
     mf_tensor_destroy(pos);
     mf_tensor_destroy(tok);
     mf_tensor_destroy(pe);
-    mf_tensor_destroy(wte);
-    mf_tensor_destroy(wpe);
+    mf_module_use_end(pe_m);
+    mf_module_use_end(we);
     return dropout(x, c->dropout, tr);
 }
 
@@ -459,8 +371,6 @@ mf_tensor *mfi_gpt_block(mf_module *m, int i, mf_tensor *x, bool tr)
     gpt_priv *gp = m->priv;
     const mf_module *tf = mf_module_child(m, "transformer"), *hs = mf_module_child(tf, "h");
     blk_ctx *cx = &gp->ctx[i];
-    if (i + 1 < gp->c.n_layer) prefetch(gp, mf_module_child_at(hs, i + 1), NULL);
-    else prefetch(gp, tf, "ln_f.");
     *cx = (blk_ctx){gp, mf_module_child_at(hs, i), tr};
     mf_tensor *a = NULL, *nx = NULL;
     switch (gp->recompute) {
@@ -482,9 +392,7 @@ mf_tensor *mfi_gpt_block(mf_module *m, int i, mf_tensor *x, bool tr)
 mf_tensor *mfi_gpt_final(mf_module *m, mf_tensor *x)
 {
     const gpt_priv *gp = m->priv;
-    mf_tensor *y = relayout(&gp->par, ln(&gp->par, mf_module_child(m, "transformer"), "ln_f", x), true);
-    drain(gp->par.pre);   /* what an error left started */
-    return y;
+    return relayout(&gp->par, ln(mf_module_child(m, "transformer"), "ln_f", x), true);
 }
 
 /* The layers in turn, each in its own random scope as child k of a
@@ -504,7 +412,6 @@ static mf_tensor *hidden(mf_module *m, mf_tensor *idx)
         x = y;
         if (!x) break;
     }
-    if (!x) drain(((const gpt_priv *)m->priv)->par.pre);
     return x;
 }
 
@@ -525,11 +432,11 @@ mf_tensor *mf_gpt_hidden(mf_module *m, mf_tensor *idx)
 /* logits [B, T, V]: the head is the token embedding */
 static mf_tensor *gpt_forward(mf_module *m, mf_tensor *idx)
 {
-    const gpt_priv *gp = m->priv;
-    mf_tensor *h = hidden(m, idx), *w = h ? use(&gp->par, mf_module_child(m, "transformer"), "wte.weight") : NULL;
-    mf_tensor *y = w ? mf_linear(h, w, NULL) : NULL;
+    mf_tensor *h = hidden(m, idx);
+    mf_module *we = h ? part(m, "transformer.wte") : NULL;
+    mf_tensor *y = we && mf_module_use_begin(we) == MF_OK ? mf_linear(h, mf_module_param(we, "weight"), NULL) : NULL;
+    if (we) mf_module_use_end(we);
     mf_tensor_destroy(h);
-    mf_tensor_destroy(w);
     return y;
 }
 
@@ -551,10 +458,11 @@ mf_tensor *mfi_gpt_head_loss(mf_tensor *h, mf_tensor *w, mf_tensor *targets, mf_
 mf_tensor *mf_gpt_loss(mf_module *m, mf_tensor *idx, mf_tensor *targets)
 {
     mf_tensor *h = mf_gpt_hidden(m, idx);
-    mf_tensor *w = h ? use(&((const gpt_priv *)m->priv)->par, mf_module_child(m, "transformer"), "wte.weight") : NULL;
-    mf_tensor *loss = w ? mfi_gpt_head_loss(h, w, targets, MF_REDUCTION_MEAN) : NULL;
+    mf_module *we = h ? part(m, "transformer.wte") : NULL;
+    mf_tensor *loss = we && mf_module_use_begin(we) == MF_OK
+                          ? mfi_gpt_head_loss(h, mf_module_param(we, "weight"), targets, MF_REDUCTION_MEAN) : NULL;
+    if (we) mf_module_use_end(we);
     mf_tensor_destroy(h);
-    mf_tensor_destroy(w);
     return loss;
 }
 
@@ -595,8 +503,6 @@ static void gpt_describe(const mf_module *m, char *buf, size_t size)
 static void gpt_destroy(mf_module *m)
 {
     gpt_priv *p = m->priv;
-    drain(p->par.pre);
-    free(p->par.pre);
     mf_module_destroy(p->par.layers);
     mf_tensor_destroy(p->par.head);
     free(p->ctx);
@@ -618,9 +524,8 @@ mf_module *mf_model_gpt(const mf_gpt_config *c)
     mf_module *root = mfi_module_new(&gpt_ops, sizeof(gpt_priv));
     if (!root) return NULL;
     ((gpt_priv *)root->priv)->c = *c;
-    ((gpt_priv *)root->priv)->par.tp_dim = ((gpt_priv *)root->priv)->par.tp_axis = -1;
-    ((gpt_priv *)root->priv)->par.pre = calloc(1, sizeof(gpt_prefetch));
-    if (!((gpt_priv *)root->priv)->par.pre || !(((gpt_priv *)root->priv)->ctx = calloc((size_t)c->n_layer, sizeof(blk_ctx)))) {
+    ((gpt_priv *)root->priv)->par.tp_dim = -1;
+    if (!(((gpt_priv *)root->priv)->ctx = calloc((size_t)c->n_layer, sizeof(blk_ctx)))) {
         mf_module_destroy(root);
         mfi_error(MF_ERR_NOMEM, "mf_model_gpt: out of memory");
         return NULL;

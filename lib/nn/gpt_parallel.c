@@ -14,13 +14,14 @@
  *   everything else     B     (LayerNorms, wpe, the row-parallel biases)
  * and B along every other dimension (data parallel). With ZeRO-2 or -3,
  * S(a) there instead, a the parameter's largest axis that tp leaves
- * whole (B for a vector that tp splits); the forward gathers each one
- * for its use (gpt.c). The split is a plan's rules (doc/plans.md,
+ * whole (B for a vector that tp splits); each module's parameters are
+ * gathered for its use (mf_module_use_begin). The split is a plan's rules (doc/plans.md,
  * mf_gpt_add_megatron_rules), applied by mf_plan_param_sbp.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include "lib/nn/nn_internal.h"
+#include "lib/plan/plan_internal.h"
 
 /* Megatron-LM's split along mesh dimension tp, as plan rules */
 mf_status mf_gpt_add_megatron_rules(mf_plan *plan, const char *tp)
@@ -102,17 +103,11 @@ mf_status mfi_gpt_place(mf_module *gpt, mf_placement *const *pl, const int *stag
     mf_status st = MF_OK;
     for (int i = 0; i < l->n && st == MF_OK; i++) {
         const char *name = l->items[i].name;
-        mf_tensor *t = l->items[i].tensor;
-        const mf_placement *at = pl[stage_of ? stage_of[mfi_gpt_layer_of(name, c->n_layer)] : 0];
-        char sbp[96];
-        st = mf_plan_param_sbp(plan, at, name, mf_tensor_ndim(t), mf_tensor_shape(t), sbp, sizeof sbp, NULL);
-        if (st == MF_OK) st = mf_module_param_to_global(gpt, name, at, sbp);
+        st = mfi_plan_place(plan, gpt, pl[stage_of ? stage_of[mfi_gpt_layer_of(name, c->n_layer)] : 0], name);
     }
     mf_tensor_list_destroy(l);
     mf_plan_destroy(plan);
     MF_TRY(st);
-    par->zero = o->zero;
-    par->tp_axis = d;
     par->tp_dim = tp > 1 ? d : -1;
     par->tp = tp;
     par->sp = o->sequence_parallel && tp > 1;

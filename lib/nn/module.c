@@ -144,12 +144,20 @@ mf_module *mf_module_child(const mf_module *m, const char *name)
 int mf_module_num_children(const mf_module *m) { return m->nchildren; }
 mf_module *mf_module_child_at(const mf_module *m, int i) { return i >= 0 && i < m->nchildren ? m->children[i].m : NULL; }
 
+/* the module's own forward, with its parameters ready for use */
+static mf_tensor *run_forward(mf_module *m, mf_tensor *x)
+{
+    if (mf_module_use_begin(m) != MF_OK) return NULL;
+    mf_tensor *y = m->ops->forward(m, x);
+    mf_module_use_end(m);
+    return y;
+}
+
 /* mf_recompute's function: the module's own forward */
 static mf_tensor *forward_fn(void *user, int n, mf_tensor *const *in)
 {
     (void)n;
-    mf_module *m = user;
-    return m->ops->forward(m, in[0]);
+    return run_forward(user, in[0]);
 }
 
 mf_status mf_module_set_recompute(mf_module *m, bool on)
@@ -180,7 +188,7 @@ mf_tensor *mf_module_forward(mf_module *m, mf_tensor *x)
      * Not for an input that needs no gradient (a first layer's): its
      * backward keeps only that input and its own weights anyway */
     bool again = m->recompute && m->training && mf_grad_enabled() && !mfi_recomputing() && mf_tensor_requires_grad(x);
-    mf_tensor *y = again ? mf_recompute(forward_fn, m, 1, &x) : m->ops->forward(m, x);
+    mf_tensor *y = again ? mf_recompute(forward_fn, m, 1, &x) : run_forward(m, x);
     mfi_rng_leave(saved);
     return y;
 }
@@ -188,6 +196,7 @@ mf_tensor *mf_module_forward(mf_module *m, mf_tensor *x)
 void mf_module_destroy(mf_module *m)
 {
     if (!m) return;
+    mfi_module_use_free(m);
     if (m->ops->destroy) m->ops->destroy(m);
     else free(m->priv);
     for (int i = 0; i < m->nparams; i++) {

@@ -21,6 +21,7 @@ struct mf_module {
     void *priv;
     bool training;
     bool recompute;   /* mf_module_set_recompute: forward under mf_recompute */
+    struct mfi_use_state *use;   /* parameters gathered for use (param_use.c), or NULL */
     int nparams, nbuffers, nchildren;
     mfi_named *params, *buffers;
     mfi_child *children;
@@ -34,16 +35,25 @@ mf_status mfi_init_uniform(mf_tensor *t, double bound, uint64_t seed, const char
  * number (same on every rank of an SPMD program); the model's
  * mf_module_reset_parameters later re-keys them by dotted name. */
 mf_status mfi_module_init_fresh(mf_module *m);
+/* ZeRO-2/3 (param_use.c): parameter `index` of m is gathered to `to`
+ * for each use (stage 3: freed after, gathered again for backward);
+ * and the state freed with the module. */
+mf_status mfi_module_set_use(mf_module *m, int index, int stage, const mf_nd_sbp *to);
+void mfi_module_use_free(mf_module *m);
+/* Whether dotted names a parameter of root (not a buffer). */
+bool mfi_module_is_param(mf_module *root, const char *dotted);
+/* mf_module_param_to_global, and for ZeRO-2/3 (stage >= 2) a parameter
+ * that sbp splits along mesh dimension zd is gathered to B there for
+ * each use (mfi_module_set_use). */
+mf_status mfi_module_place(mf_module *root, const char *dotted, const mf_placement *p, const char *sbp, int stage,
+                           int zd);
 /* The module that holds the dotted name's last part (*leaf), or NULL. */
 mf_module *mfi_module_owner(const mf_module *m, const char *dotted, const char **leaf);
 /* A GPT's tensor parallelism (gpt_parallel.c). */
 typedef struct mfi_gpt_par {
     int tp_dim;   /* the mesh dimension; -1: none (or of size 1) */
-    int tp_axis;  /* the tensor-parallel mesh dimension as given, even of size 1 */
     int tp;       /* its size */
     bool sp;      /* sequence parallel */
-    int zero;     /* 2, 3: parameters split over the other dimensions, gathered per use */
-    struct gpt_prefetch *pre;   /* ZeRO-3's gathers started early (gpt.c) */
     mf_module *layers;          /* its layers as a Sequential (gpt_pipeline.c), or NULL */
     mf_tensor *head;            /* a pipeline's last-stage copy of wte for the head, or NULL */
 } mfi_gpt_par;

@@ -85,6 +85,28 @@ mf_status mf_module_param_to_global(mf_module *m, const char *dotted, const mf_p
     return st;
 }
 
+bool mfi_module_is_param(mf_module *root, const char *dotted)
+{
+    bool is_param = false;
+    return slot(root, dotted, &is_param) && is_param;
+}
+
+mf_status mfi_module_place(mf_module *root, const char *dotted, const mf_placement *p, const char *sbp, int stage,
+                           int zd)
+{
+    MF_TRY(mf_module_param_to_global(root, dotted, p, sbp));
+    mf_nd_sbp to;
+    if (stage < 2 || zd < 0 || !mfi_module_is_param(root, dotted)) return MF_OK;
+    MF_TRY(mf_nd_sbp_parse(sbp, &to));
+    if (zd >= to.ndim || to.d[zd].kind != MF_SBP_S) return MF_OK;
+    to.d[zd] = (mf_sbp){MF_SBP_B, 0};
+    const char *leaf;
+    mf_module *m = mfi_module_owner(root, dotted, &leaf);
+    for (int i = 0; m && i < m->nparams; i++)
+        if (!strcmp(m->params[i].name, leaf)) return mfi_module_set_use(m, i, stage, &to);
+    MF_FAIL(MF_ERR_INTERNAL, "placing '%s': no such parameter", dotted);
+}
+
 static mf_status all_to_global(mf_module *m, const char *prefix, const mf_placement *p, const char *sbp)
 {
     char name[512];

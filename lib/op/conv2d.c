@@ -117,8 +117,8 @@ static mf_status conv_forward(mfi_call *c, mf_tensor **out)
     if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, a->bf16 ? c->in[0] : x));
     if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, a->bf16 ? c->in[1] : w));
     /* and the images after them, in the same order (none for a weight
-     * gathered again for the backward: ZeRO-3 keeps no copy) */
-    if (wi && !(w->storage && w->storage->regather)) {
+     * whose bytes are made again for the backward: none kept) */
+    if (wi && !mfi_rebuilds(w)) {
         if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, xi));
         if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, wi));
     }

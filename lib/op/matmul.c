@@ -343,8 +343,8 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
     if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, x));
     if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, w));
     /* the images too, in the same order, when there are both; not for a
-     * weight gathered again for the backward (ZeRO-3 keeps no copy) */
-    if (wi && !(w->storage && w->storage->regather)) {
+     * weight whose bytes are made again for the backward (none kept) */
+    if (wi && !mfi_rebuilds(w)) {
         if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, xi));
         if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, wi));
     }

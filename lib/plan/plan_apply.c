@@ -57,8 +57,9 @@ static int rule_of(const mf_plan *p, const char *name)
     return -1;
 }
 
-mf_status mf_plan_param_sbp(const mf_plan *p, const mf_placement *pl, const char *name, int ndim, const int64_t *shape,
-                            char *sbp, size_t size, int *rule)
+/* mf_plan_param_sbp, with ZeRO's split only when zero (not for buffers) */
+static mf_status param_sbp(const mf_plan *p, const mf_placement *pl, const char *name, int ndim, const int64_t *shape,
+                           bool zero, char *sbp, size_t size, int *rule)
 {
     if (!p || !pl || !name || !sbp || (ndim > 0 && !shape)) MF_FAIL(MF_ERR_ARG, "mf_plan_param_sbp: NULL argument");
     if (mf_placement_mesh_ndim(pl) != p->ndim)
@@ -97,7 +98,7 @@ mf_status mf_plan_param_sbp(const mf_plan *p, const mf_placement *pl, const char
     /* ZeRO-2/3: B along the ZeRO dimension becomes a split of the largest
      * axis nothing else splits, if every rank gets some of it */
     int zd = mf_plan_zero_dim(p);
-    if (p->zero >= 2 && zd >= 0 && s.d[zd].kind == MF_SBP_B) {
+    if (zero && p->zero >= 2 && zd >= 0 && s.d[zd].kind == MF_SBP_B) {
         int best = -1;
         for (int a = 0; a < ndim; a++)
             if (parts[a] == 1 && (best < 0 || shape[a] > shape[best])) best = a;
@@ -108,6 +109,22 @@ mf_status mf_plan_param_sbp(const mf_plan *p, const mf_placement *pl, const char
     }
     mf_nd_sbp_str(&s, sbp, size);
     return MF_OK;
+}
+
+mf_status mf_plan_param_sbp(const mf_plan *p, const mf_placement *pl, const char *name, int ndim, const int64_t *shape,
+                            char *sbp, size_t size, int *rule)
+{
+    return param_sbp(p, pl, name, ndim, shape, true, sbp, size, rule);
+}
+
+mf_status mfi_plan_place(const mf_plan *p, mf_module *model, const mf_placement *pl, const char *name)
+{
+    mf_tensor *t = mf_module_get(model, name);
+    if (!t) MF_FAIL(MF_ERR_ARG, "the model has no parameter or buffer '%s'", name);
+    const bool param = mfi_module_is_param(model, name);
+    char sbp[128];
+    MF_TRY(param_sbp(p, pl, name, mf_tensor_ndim(t), mf_tensor_shape(t), param, sbp, sizeof sbp, NULL));
+    return mfi_module_place(model, name, pl, sbp, param ? p->zero : 0, mf_plan_zero_dim(p));
 }
 
 /* the top-level child a dotted name is under (-1: the root's own) */
@@ -166,9 +183,7 @@ static mf_status apply_range(const mf_plan *p, mf_module *model, int c0, int c1,
         mf_tensor *t = l->items[i].tensor;
         int c = child_of(model, l->items[i].name);
         if (mf_tensor_is_global(t) || (c < 0 ? !root : c < c0 || c >= c1)) continue;
-        char sbp[128];
-        st = mf_plan_param_sbp(p, pl, l->items[i].name, mf_tensor_ndim(t), mf_tensor_shape(t), sbp, sizeof sbp, NULL);
-        if (st == MF_OK) st = mf_module_param_to_global(model, l->items[i].name, pl, sbp);
+        st = mfi_plan_place(p, model, pl, l->items[i].name);
     }
     mf_tensor_list_destroy(l);
     return st;

@@ -45,5 +45,9 @@ mf_status mfi_plan_resolve(const mf_plan *plan, const char *spec, mf_nd_sbp *out
 /* Checks the plan as a whole: every spec resolves, the ZeRO dimension
  * exists when ZeRO is on. what: the plan's name for messages. */
 mf_status mfi_plan_check(const mf_plan *plan, const char *what);
+/* Places the model's parameter or buffer `name` on pl by the plan's
+ * rules; a parameter ZeRO-2/3 splits is gathered for each use
+ * (mf_module_use_begin). */
+mf_status mfi_plan_place(const mf_plan *plan, mf_module *model, const mf_placement *pl, const char *name);
 
 #endif
