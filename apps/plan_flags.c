@@ -81,8 +81,7 @@ mf_plan *plan_of_flags(const train_opts *o, mf_module *model, int n, char *err, 
         if (o->tensor_parallel || o->zero >= 2 || pipe) {
             if (mf_plan_set_mesh(plan, 2, (const char *const[]){"dp", "tp"}, (const int[]){-1, tp}) != MF_OK) goto fail;
         }
-        if (tp > 1 && mf_gpt_add_megatron_rules(plan, "tp") != MF_OK) goto fail;
-        if (o->sequence_parallel && mf_plan_add_activation(plan, "transformer.h.*", false, "tp=S(1)") != MF_OK) goto fail;
+        if (tp > 1 && mf_gpt_add_megatron_rules(plan, "tp", o->sequence_parallel) != MF_OK) goto fail;
         if (o->recompute && strcmp(o->recompute, "none") &&
             mf_plan_add_recompute(plan, !strcmp(o->recompute, "block") ? "transformer.h.*" : "transformer.h.*.attn") != MF_OK)
             goto fail;

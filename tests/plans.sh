@@ -6,6 +6,7 @@
 #    recompute and a pipeline), and the printed form names every
 #    parameter with its SBP and rule;
 #  - --recompute PATTERN for LeNet: the same losses bit for bit;
+#  - the shipped plans/gpt-megatron*.json are the plans of the flags;
 #  - a plan written by hand (row- and column-parallel rules the flags
 #    cannot say) on 2 and 4 ranks trains as 1 rank does (1e-5, 6 steps);
 #  - ZeRO-2 and -3 (with recompute) for the MLP and LeNet on 2 and 4
@@ -69,6 +70,19 @@ losses "$T/lenet_rc.csv" >"$T/b"
 cmp -s "$T/a" "$T/b" || { paste "$T/a" "$T/b"; fail "lenet: --recompute 'conv*' changed the losses"; }
 echo "ok: lenet --recompute 'conv*' on 2 ranks: the same $(wc -l <"$T/a") losses as without"
 trip lenet_recompute 2 "$IMG --model lenet" --recompute conv2
+
+# the shipped Megatron-LM plans are what --tensor-parallel 2 [--sequence-parallel] makes
+for ship in "gpt-megatron" "gpt-megatron-sp --sequence-parallel"; do
+    set -- $ship
+    f="${top_srcdir:-.}/plans/$1.json"
+    shift
+    # shellcheck disable=SC2086
+    "$MPIEXEC" -n 2 "$TRAIN" $GPT --plan "$f" --print-plan >"$T/ship.a" 2>/dev/null || fail "--plan $f: exit $?"
+    # shellcheck disable=SC2086
+    "$MPIEXEC" -n 2 "$TRAIN" $GPT --tensor-parallel 2 "$@" --print-plan >"$T/ship.b" 2>/dev/null || fail "tp 2 $*: exit $?"
+    cmp -s "$T/ship.a" "$T/ship.b" || { diff "$T/ship.a" "$T/ship.b"; fail "plans/$(basename "$f") is not the flags' plan"; }
+    echo "ok: plans/$(basename "$f") is the plan of --tensor-parallel 2 $*"
+done
 refused 2 'recompute pattern "convv" matches no module' $IMG --model lenet --recompute convv
 
 # --- a plan by hand: hidden column parallel over tp, output row parallel

@@ -75,8 +75,12 @@ MF_API mf_status mf_gpt_parallelize(mf_module *gpt, const mf_placement *p, const
 /* Appends Megatron-LM's tensor-parallel split of a GPT's parameters
  * along mesh dimension tp (NULL: "tp") to a plan: wte S(0) (vocabulary
  * parallel), attn.c_attn S(1) and mlp.c_fc S(0) (column parallel),
- * attn.c_proj and mlp.c_proj weights S(1) (row parallel). */
-MF_API mf_status mf_gpt_add_megatron_rules(mf_plan *plan, const char *tp);
+ * attn.c_proj and mlp.c_proj weights S(1) (row parallel); and the
+ * activations' layouts along tp: the attention's and the MLP's input B,
+ * their outputs and the token embedding's in the residual stream's
+ * layout (B, or S(1) over the sequence with sequence_parallel), the
+ * final LayerNorm's output B. */
+MF_API mf_status mf_gpt_add_megatron_rules(mf_plan *plan, const char *tp, bool sequence_parallel);
 
 /* Pipeline parallelism (doc/parallelism.md, "Transformers"). A GPT runs
  * n_layer + 2 layers: 0 the token and position embeddings, 1 .. n_layer

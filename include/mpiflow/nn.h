@@ -72,6 +72,14 @@ MF_API bool mf_module_recomputes(const mf_module *m);
  * and MF_OK, for a module with no such parameter. Calls nest. */
 MF_API mf_status mf_module_use_begin(mf_module *m);
 MF_API void mf_module_use_end(mf_module *m);
+/* Activation layouts (doc/plans.md, "Activations"): t (consumed) boxed
+ * to the SBP a plan gives m's input (output) along the mesh dimensions
+ * it names; t itself when there is none or it already has it.
+ * mf_module_forward applies both; a model whose forward runs its
+ * children itself calls them at the children's boundaries. NULL stays
+ * NULL (after an earlier error). */
+MF_API mf_tensor *mf_module_input_layout(mf_module *m, mf_tensor *t);
+MF_API mf_tensor *mf_module_output_layout(mf_module *m, mf_tensor *t);
 /* Seconds ZeRO-3's gathers ran and seconds forwards waited for them
  * (the rest ran behind computation), summed over all modules since the
  * last reset. */

@@ -65,7 +65,7 @@ MF_API mf_status mf_plan_set_zero(mf_plan *plan, int stage, const char *dim);
 /* Appends a module-name pattern to recompute in backward. */
 MF_API mf_status mf_plan_add_recompute(mf_plan *plan, const char *pattern);
 /* Appends an activation layout: the SBP a matching module's input (or
- * output) is redistributed to. */
+ * output) is redistributed to ("tp=S(1)": along tp only). */
 MF_API mf_status mf_plan_add_activation(mf_plan *plan, const char *module, bool output, const char *sbp);
 /* The data's layout (default: S(0) along the ZeRO dimension, B elsewhere). */
 MF_API mf_status mf_plan_set_data(mf_plan *plan, const char *sbp);
@@ -126,6 +126,11 @@ MF_API mf_status mf_plan_apply_pipeline(const mf_plan *plan, mf_module *seq, int
  * dotted name ("conv2", "transformer.h.3") matches a recompute pattern;
  * MF_ERR_ARG naming a pattern that matches no module. */
 MF_API mf_status mf_plan_apply_recompute(const mf_plan *plan, mf_module *model);
+/* Gives every module whose dotted name matches an activation pattern
+ * that layout for its input or output (mf_module_input_layout), along
+ * the mesh dimensions the SBP names (the others keep theirs); MF_ERR_ARG
+ * naming a pattern that matches no module. */
+MF_API mf_status mf_plan_apply_activations(const mf_plan *plan, mf_module *model);
 /* MF_ERR_ARG naming the first rule that matches no parameter of model,
  * or whose parameters an earlier rule takes. */
 MF_API mf_status mf_plan_check_rules(const mf_plan *plan, const mf_module *model);

@@ -223,45 +223,30 @@ static mf_tensor *dropout(mf_tensor *x, double p, bool training)
     return y;
 }
 
-/* With tensor parallelism (mf_gpt_parallelize), t laid out as the
- * residual stream (region false: B over the tensor-parallel dimension,
- * or S(1), the sequence, with sequence parallelism), or as a
- * tensor-parallel region's input (B); consumes t. Nothing to do
- * otherwise. */
-static mf_tensor *relayout(const mfi_gpt_par *par, mf_tensor *t, bool region)
-{
-    if (!t || par->tp_dim < 0) return t;
-    mf_nd_sbp s;
-    if (mf_global_nd_sbp(t, &s) != MF_OK) {
-        mf_tensor_destroy(t);
-        return NULL;
-    }
-    mf_sbp want = {!region && par->sp ? MF_SBP_S : MF_SBP_B, !region && par->sp ? 1 : 0};
-    if (s.d[par->tp_dim].kind == want.kind && (want.kind != MF_SBP_S || s.d[par->tp_dim].axis == want.axis)) return t;
-    s.d[par->tp_dim] = want;
-    char txt[96];
-    mf_tensor *r = mf_redistribute(t, mf_global_placement(t), mf_nd_sbp_str(&s, txt, sizeof txt));
-    mf_tensor_destroy(t);
-    return r;
-}
-
 /* the heads read and written in place in qkv [B, T, 3, C] and y [B, T, C]:
  * with tensor parallelism, this rank's heads of q, k and v (S(3)) */
 static mf_tensor *attention(const mf_module *blk, const gpt_priv *p, mf_tensor *h)
 {
-    mf_tensor *qkv = lin(blk, "attn.c_attn", h), *y = qkv ? mf_causal_self_attention(qkv, p->c.n_head) : NULL;
-    mf_tensor *o = y ? lin(blk, "attn.c_proj", y) : NULL;
+    mf_module *a = part(blk, "attn");
+    mf_tensor *in = a ? mf_module_input_layout(a, mf_tensor_retain(h)) : NULL;
+    mf_tensor *qkv = in ? lin(a, "c_attn", in) : NULL, *y = qkv ? mf_causal_self_attention(qkv, p->c.n_head) : NULL;
+    mf_tensor *o = y ? lin(a, "c_proj", y) : NULL;
+    mf_tensor_destroy(in);
     mf_tensor_destroy(qkv);
     mf_tensor_destroy(y);
-    return relayout(&p->par, o, false);   /* row parallel: P -> the residual stream's layout */
+    return a ? mf_module_output_layout(a, o) : o;
 }
 
 static mf_tensor *mlp(const mf_module *blk, const gpt_priv *p, mf_tensor *h)
 {
-    mf_tensor *f = lin(blk, "mlp.c_fc", h), *g = f ? mf_gelu_tanh(f) : NULL, *o = g ? lin(blk, "mlp.c_proj", g) : NULL;
+    (void)p;
+    mf_module *m = part(blk, "mlp");
+    mf_tensor *in = m ? mf_module_input_layout(m, mf_tensor_retain(h)) : NULL;
+    mf_tensor *f = in ? lin(m, "c_fc", in) : NULL, *g = f ? mf_gelu_tanh(f) : NULL, *o = g ? lin(m, "c_proj", g) : NULL;
+    mf_tensor_destroy(in);
     mf_tensor_destroy(f);
     mf_tensor_destroy(g);
-    return relayout(&p->par, o, false);
+    return m ? mf_module_output_layout(m, o) : o;
 }
 
 /* "B" or "B,B": all broadcast on p's mesh */
@@ -276,7 +261,7 @@ static const char *all_b(const mf_placement *p, char *buf, size_t size)
 static mf_tensor *sublayer(const blk_ctx *cx, const char *norm,
                            mf_tensor *(*branch)(const mf_module *, const gpt_priv *, mf_tensor *), mf_tensor *x)
 {
-    mf_tensor *h = relayout(&cx->gp->par, ln(cx->b, norm, x), true), *f = h ? branch(cx->b, cx->gp, h) : NULL;
+    mf_tensor *h = ln(cx->b, norm, x), *f = h ? branch(cx->b, cx->gp, h) : NULL;
     mf_tensor *d = dropout(f, cx->gp->c.dropout, cx->tr), *r = d ? mf_add(x, d) : NULL;
     mf_tensor_destroy(h);
     mf_tensor_destroy(d);
@@ -335,7 +320,6 @@ mf_tensor *mfi_gpt_embed(mf_module *m, mf_tensor *idx, bool tr)
         return NULL;
     }
     const int64_t T = mf_tensor_shape(idx)[1];
-    const gpt_priv *gp = m->priv;
     const mf_module *tf = mf_module_child(m, "transformer");
     mf_module *we = part(tf, "wte"), *pe_m = we ? part(tf, "wpe") : NULL;
     if (!pe_m || mf_module_use_begin(we) != MF_OK) return NULL;
@@ -354,7 +338,7 @@ mf_tensor *mfi_gpt_embed(mf_module *m, mf_tensor *idx, bool tr)
         pos = gpos;
     }
     /* vocabulary parallel: the lookup is P, summed into the residual stream */
-    mf_tensor *tok = pos ? relayout(&gp->par, mf_embedding(wte, idx), false) : NULL;
+    mf_tensor *tok = pos ? mf_module_output_layout(we, mf_embedding(wte, idx)) : NULL;
     mf_tensor *pe = tok ? mf_embedding(wpe, pos) : NULL;
     mf_tensor *x = pe ? mf_add(tok, pe) : NULL;
     mf_tensor_destroy(pos);
@@ -391,8 +375,8 @@ mf_tensor *mfi_gpt_block(mf_module *m, int i, mf_tensor *x, bool tr)
  * the head. */
 mf_tensor *mfi_gpt_final(mf_module *m, mf_tensor *x)
 {
-    const gpt_priv *gp = m->priv;
-    return relayout(&gp->par, ln(mf_module_child(m, "transformer"), "ln_f", x), true);
+    mf_module *f = part(m, "transformer.ln_f");
+    return f ? mf_module_output_layout(f, ln(m, "transformer.ln_f", x)) : NULL;
 }
 
 /* The layers in turn, each in its own random scope as child k of a

@@ -23,8 +23,14 @@
 #include "lib/nn/nn_internal.h"
 #include "lib/plan/plan_internal.h"
 
-/* Megatron-LM's split along mesh dimension tp, as plan rules */
-mf_status mf_gpt_add_megatron_rules(mf_plan *plan, const char *tp)
+/* Megatron-LM's split along mesh dimension tp, as plan rules, and the
+ * activations' layout along it: each tensor-parallel region (the
+ * attention and the MLP) takes its input B and gives its output in the
+ * residual stream's layout (B, or S(1) with sequence parallelism: the
+ * row-parallel partial sum reduce-scattered over the sequence); so does
+ * the vocabulary-parallel embedding; the final LayerNorm gives the head
+ * B. */
+mf_status mf_gpt_add_megatron_rules(mf_plan *plan, const char *tp, bool sequence_parallel)
 {
     static const struct {
         const char *pattern, *sbp;
@@ -37,7 +43,15 @@ mf_status mf_gpt_add_megatron_rules(mf_plan *plan, const char *tp)
         snprintf(sbp, sizeof sbp, "%s=%s", tp ? tp : "tp", rules[i].sbp);
         MF_TRY(mf_plan_add_rule(plan, rules[i].pattern, sbp));
     }
-    return MF_OK;
+    char b[64], res[64];
+    snprintf(b, sizeof b, "%s=B", tp ? tp : "tp");
+    snprintf(res, sizeof res, "%s=%s", tp ? tp : "tp", sequence_parallel ? "S(1)" : "B");
+    MF_TRY(mf_plan_add_activation(plan, "transformer.wte", true, res));
+    MF_TRY(mf_plan_add_activation(plan, "transformer.h.*.attn", false, b));
+    MF_TRY(mf_plan_add_activation(plan, "transformer.h.*.attn", true, res));
+    MF_TRY(mf_plan_add_activation(plan, "transformer.h.*.mlp", false, b));
+    MF_TRY(mf_plan_add_activation(plan, "transformer.h.*.mlp", true, res));
+    return mf_plan_add_activation(plan, "transformer.ln_f", true, b);
 }
 
 int mfi_gpt_layer_of(const char *name, int n_layer)
@@ -49,7 +63,7 @@ int mfi_gpt_layer_of(const char *name, int n_layer)
 
 /* the plan of mf_gpt_parallelize's options on placement p: mesh
  * dimension d is "tp", the others "dp" (ZeRO's), "dp1", ... */
-static mf_plan *gpt_plan(const mf_placement *p, int d, int tp, int zero)
+static mf_plan *gpt_plan(const mf_placement *p, int d, int tp, bool sp, int zero)
 {
     const int nd = mf_placement_mesh_ndim(p);
     char names[MF_MAX_MESH][16];
@@ -64,7 +78,7 @@ static mf_plan *gpt_plan(const mf_placement *p, int d, int tp, int zero)
     }
     mf_plan *plan = mf_plan_create();
     mf_status st = plan ? mf_plan_set_mesh(plan, nd, np, sizes) : mf_last_status();
-    if (st == MF_OK && tp > 1) st = mf_gpt_add_megatron_rules(plan, "tp");
+    if (st == MF_OK && tp > 1) st = mf_gpt_add_megatron_rules(plan, "tp", sp);
     if (st == MF_OK && zero >= 2 && mf_plan_mesh_find(plan, "dp") >= 0) st = mf_plan_set_zero(plan, zero, "dp");
     if (st != MF_OK) {
         mf_plan_destroy(plan);
@@ -94,7 +108,7 @@ mf_status mfi_gpt_place(mf_module *gpt, mf_placement *const *pl, const int *stag
                 "%d of '%s'); pick a degree that divides the head count", c->n_head, tp, d, ps);
     if (o->zero < 0 || o->zero > 3)
         MF_FAIL(MF_ERR_ARG, "mf_gpt_parallelize: ZeRO stage %d (0 to 3; 1 is the optimizer's, mf_optim_set_zero)", o->zero);
-    mf_plan *plan = gpt_plan(p, d, tp, o->zero);
+    mf_plan *plan = gpt_plan(p, d, tp, o->sequence_parallel, o->zero);
     mf_tensor_list *l = plan ? mf_module_parameters(gpt) : NULL;
     if (!l) {
         mf_plan_destroy(plan);
@@ -106,6 +120,7 @@ mf_status mfi_gpt_place(mf_module *gpt, mf_placement *const *pl, const int *stag
         st = mfi_plan_place(plan, gpt, pl[stage_of ? stage_of[mfi_gpt_layer_of(name, c->n_layer)] : 0], name);
     }
     mf_tensor_list_destroy(l);
+    if (st == MF_OK) st = mf_plan_apply_activations(plan, gpt);
     mf_plan_destroy(plan);
     MF_TRY(st);
     par->tp_dim = tp > 1 ? d : -1;

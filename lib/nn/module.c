@@ -188,15 +188,18 @@ mf_tensor *mf_module_forward(mf_module *m, mf_tensor *x)
      * Not for an input that needs no gradient (a first layer's): its
      * backward keeps only that input and its own weights anyway */
     bool again = m->recompute && m->training && mf_grad_enabled() && !mfi_recomputing() && mf_tensor_requires_grad(x);
-    mf_tensor *y = again ? mf_recompute(forward_fn, m, 1, &x) : run_forward(m, x);
+    mf_tensor *in = mf_module_input_layout(m, mf_tensor_retain(x));
+    mf_tensor *y = !in ? NULL : again ? mf_recompute(forward_fn, m, 1, &in) : run_forward(m, in);
+    mf_tensor_destroy(in);
     mfi_rng_leave(saved);
-    return y;
+    return mf_module_output_layout(m, y);
 }
 
 void mf_module_destroy(mf_module *m)
 {
     if (!m) return;
     mfi_module_use_free(m);
+    mfi_module_layout_free(m);
     if (m->ops->destroy) m->ops->destroy(m);
     else free(m->priv);
     for (int i = 0; i < m->nparams; i++) {

@@ -22,6 +22,7 @@ struct mf_module {
     bool training;
     bool recompute;   /* mf_module_set_recompute: forward under mf_recompute */
     struct mfi_use_state *use;   /* parameters gathered for use (param_use.c), or NULL */
+    struct mfi_layout *layout[2];   /* input and output activation layouts (layout.c), or NULL */
     int nparams, nbuffers, nchildren;
     mfi_named *params, *buffers;
     mfi_child *children;
@@ -40,6 +41,10 @@ mf_status mfi_module_init_fresh(mf_module *m);
  * and the state freed with the module. */
 mf_status mfi_module_set_use(mf_module *m, int index, int stage, const mf_nd_sbp *to);
 void mfi_module_use_free(mf_module *m);
+/* An activation layout (layout.c): m's input (output) boxed to s along
+ * the mesh dimensions d with given[d]; and the layouts freed. */
+mf_status mfi_module_set_layout(mf_module *m, bool output, const mf_nd_sbp *s, const bool *given);
+void mfi_module_layout_free(mf_module *m);
 /* Whether dotted names a parameter of root (not a buffer). */
 bool mfi_module_is_param(mf_module *root, const char *dotted);
 /* mf_module_param_to_global, and for ZeRO-2/3 (stage >= 2) a parameter

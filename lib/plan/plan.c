@@ -255,6 +255,13 @@ bool mf_plan_recomputes(const mf_plan *p, const char *module)
 
 mf_status mfi_plan_resolve(const mf_plan *p, const char *spec, mf_nd_sbp *out)
 {
+    return mfi_plan_resolve_given(p, spec, out, NULL);
+}
+
+mf_status mfi_plan_resolve_given(const mf_plan *p, const char *spec, mf_nd_sbp *out, bool *given)
+{
+    if (given)
+        for (int d = 0; d < MF_MAX_MESH; d++) given[d] = !strchr(spec, '=') && d < p->ndim;
     memset(out, 0, sizeof *out);
     out->ndim = p->ndim;
     for (int d = 0; d < p->ndim; d++) out->d[d].kind = MF_SBP_B;
@@ -280,6 +287,7 @@ mf_status mfi_plan_resolve(const mf_plan *p, const char *spec, mf_nd_sbp *out)
         }
         if (seen[d]) MF_FAIL(MF_ERR_ARG, "SBP '%s' names dimension '%s' twice", spec, item);
         seen[d] = true;
+        if (given) given[d] = true;
         mf_nd_sbp one;
         MF_TRY(mf_nd_sbp_parse(eq + 1, &one));
         out->d[d] = one.d[0];

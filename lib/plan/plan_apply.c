@@ -244,6 +244,43 @@ mf_status mf_plan_apply_recompute(const mf_plan *p, mf_module *model)
     return st;
 }
 
+/* sets the layouts of the modules under m (dotted name prefix) that
+ * match an activation pattern; counts each pattern's matches */
+static mf_status mark_layouts(const mf_plan *p, mf_module *m, const char *prefix, int *hits)
+{
+    for (int i = 0; i < mf_module_num_children(m); i++) {
+        char name[512];
+        mfi_join_name(prefix, mf_module_child_name(m, i), name, sizeof name);
+        mf_module *c = mf_module_child_at(m, i);
+        for (int k = 0; k < p->nacts; k++) {
+            if (!mf_plan_match(p->acts[k].module, name)) continue;
+            mf_nd_sbp s;
+            bool given[MF_MAX_MESH];
+            if (mfi_plan_resolve_given(p, p->acts[k].sbp, &s, given) != MF_OK)
+                return mfi_error_context("activations[%d] (\"%s\")", k, p->acts[k].module);
+            MF_TRY(mfi_module_set_layout(c, p->acts[k].output, &s, given));
+            hits[k]++;
+        }
+        MF_TRY(mark_layouts(p, c, name, hits));
+    }
+    return MF_OK;
+}
+
+mf_status mf_plan_apply_activations(const mf_plan *p, mf_module *model)
+{
+    if (!p || !model) MF_FAIL(MF_ERR_ARG, "mf_plan_apply_activations: NULL argument");
+    if (!p->nacts) return MF_OK;
+    int *hits = calloc((size_t)p->nacts, sizeof *hits);
+    if (!hits) MF_FAIL(MF_ERR_NOMEM, "mf_plan_apply_activations: out of memory");
+    mf_status st = mark_layouts(p, model, "", hits);
+    for (int k = 0; k < p->nacts && st == MF_OK; k++)
+        if (!hits[k])
+            st = mfi_error(MF_ERR_ARG, "activation layout %d (module \"%s\") matches no module of the model", k,
+                           p->acts[k].module);
+    free(hits);
+    return st;
+}
+
 mf_status mf_plan_print(const mf_plan *p, const mf_module *model, const mf_placement *pl, FILE *f)
 {
     if (!p || !model || !pl || !f) MF_FAIL(MF_ERR_ARG, "mf_plan_print: NULL argument");

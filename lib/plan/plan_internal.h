@@ -42,6 +42,9 @@ struct mf_plan {
 /* Resolves an SBP spec to the plan's mesh: MF_ERR_ARG naming the fault
  * (a dimension the mesh lacks, the wrong count). */
 mf_status mfi_plan_resolve(const mf_plan *plan, const char *spec, mf_nd_sbp *out);
+/* The same, and given[d] says whether spec names dimension d (every
+ * dimension for the positional form); given may be NULL. */
+mf_status mfi_plan_resolve_given(const mf_plan *plan, const char *spec, mf_nd_sbp *out, bool *given);
 /* Checks the plan as a whole: every spec resolves, the ZeRO dimension
  * exists when ZeRO is on. what: the plan's name for messages. */
 mf_status mfi_plan_check(const mf_plan *plan, const char *what);
