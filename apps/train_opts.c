@@ -20,7 +20,7 @@ void train_opts_usage(FILE *f)
         "accuracy. Every rank runs this same program.\n"
         "\n"
         "model and data:\n"
-        "  --model mlp|lenet|gpt      network (default mlp)\n"
+        "  --model mlp|lenet|vit|gpt  network (default mlp; vit: a small vision transformer)\n"
         "  --dataset fashion-mnist|synthetic|text:PATH|tokens:GLOB\n"
         "                             (default fashion-mnist; for gpt text:/usr/share/games/fortunes)\n"
         "      text:PATH              any text file, or a directory's files, read as bytes\n"
@@ -297,7 +297,7 @@ static const struct option longopts[] = {
 
 int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len)
 {
-    static const char *const models[] = {"mlp", "lenet", "gpt", NULL};
+    static const char *const models[] = {"mlp", "lenet", "vit", "gpt", NULL};
     static const char *const datasets[] = {"fashion-mnist", "synthetic", NULL};
     static const char *const optims[] = {"sgd", "momentum", "rmsprop", "adam", "adamw", NULL};
     static const char *const scheds[] = {"constant", "step", "cosine", "piecewise", NULL};
@@ -338,7 +338,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         const char *v = optarg;
         switch (c) {
         case OPT_MODEL:
-            if (!one_of(v, models)) return fail(err, len, "--model: '%s' is not one of mlp, lenet, gpt", v);
+            if (!one_of(v, models)) return fail(err, len, "--model: '%s' is not one of mlp, lenet, vit, gpt", v);
             o->model = v;
             break;
         case OPT_DATASET:

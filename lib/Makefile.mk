@@ -9,7 +9,7 @@ lib_libmf_core_la_SOURCES = \
 	lib/op/softmax.c lib/op/embedding.c lib/op/conv2d.c lib/op/pool.c lib/op/norm.c \
 	lib/op/dropout.c lib/op/loss.c lib/op/to_device.c lib/op/autocast.c lib/op/attention.c lib/op/linear_xent.c \
 	lib/nn/module.c lib/nn/linear.c lib/nn/conv2d.c lib/nn/pool.c lib/nn/activation.c \
-	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c lib/nn/gpt.c lib/nn/gpt_parallel.c lib/nn/gpt_pipeline.c lib/nn/gpt_generate.c lib/nn/to_global.c lib/nn/param_use.c lib/nn/layout.c \
+	lib/nn/norm.c lib/nn/embedding.c lib/nn/sequential.c lib/nn/models.c lib/nn/gpt.c lib/nn/gpt_parallel.c lib/nn/gpt_pipeline.c lib/nn/gpt_generate.c lib/nn/to_global.c lib/nn/param_use.c lib/nn/layout.c lib/nn/vit.c \
 	lib/optim/optimizer.c lib/optim/sgd.c lib/optim/rmsprop.c lib/optim/adam.c \
 	lib/optim/schedule.c lib/optim/clip.c lib/optim/grad_sync.c lib/optim/buckets.c lib/optim/bucket_sum.c lib/optim/zero.c lib/optim/optim_state.c \
 	lib/pipeline/partition.c \

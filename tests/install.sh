@@ -46,6 +46,9 @@ grep -q "logits S(0), loss P" "$TMPDIR_TEST/hybrid_mlp.2" || fail "hybrid_mlp: u
 # the pipeline example (hidden layer on rank 0, output layer on rank 1): the 1-rank losses
 same_on_1_and_2 pipeline_mlp
 grep -q "with 2 stage(s), 4 micro-batches" "$TMPDIR_TEST/pipeline_mlp.2" || fail "pipeline_mlp: not 2 stages on 2 ranks"
+# a ViT under a plan read from text (ZeRO-3, recompute): the 1-rank losses
+same_on_1_and_2 zero_vit
+grep -q "patch.proj.weight S(0)" "$TMPDIR_TEST/zero_vit.2" || fail "zero_vit: the parameters are not split"
 LD_LIBRARY_PATH="$libdir" "$root/bin/mpiflow-train" --help | grep -q 'usage:' || fail "installed mpiflow-train --help"
 LD_LIBRARY_PATH="$libdir" "$root/bin/mpiflow-ckpt" --help | grep -q 'usage: mpiflow-ckpt' || fail "installed mpiflow-ckpt --help"
 cat "$TMPDIR_TEST/ex.out"

@@ -9,8 +9,9 @@
 #  - the shipped plans/gpt-megatron*.json are the plans of the flags;
 #  - a plan written by hand (row- and column-parallel rules the flags
 #    cannot say) on 2 and 4 ranks trains as 1 rank does (1e-5, 6 steps);
-#  - ZeRO-2 and -3 (with recompute) for the MLP and LeNet on 2 and 4
-#    ranks train as 1 rank does (1e-5, 10 steps);
+#  - ZeRO-2 and -3 (with recompute) for the MLP, LeNet and the ViT on 2
+#    and 4 ranks, and the ViT in 2 pipeline stages, train as 1 rank does
+#    (1e-5, 10 steps);
 #  - bad plans exit 2 on every rank within 10 s, naming the fault.
 [ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -103,13 +104,14 @@ done
 # --- ZeRO-2/3 for any model: each module's parameters gathered for its
 # forward (mf_module_use_begin), the gradients reduce-scattered back
 Z="--dataset synthetic --synthetic-size 128,16 --seed 3 --threads 1 --log-every 1 --batch-size 8 --steps 10 --no-eval"
-for model in mlp lenet; do
+for model in mlp lenet vit; do
     run_train 1 $Z --model $model --metrics "$T/z1.csv" >/dev/null
     [ "$rc" -eq 0 ] || fail "$model on 1 rank: exit $rc"
     for run in "2 2" "2 3" "4 2" "4 3"; do
         set -- $run
         extra=
         [ "$model" = lenet ] && [ "$2" = 3 ] && extra="--recompute conv*"
+        [ "$model" = vit ] && [ "$2" = 3 ] && extra="--recompute block*"
         # shellcheck disable=SC2086
         run_train "$1" $Z --model $model --zero "$2" $extra --metrics "$T/z.csv" >/dev/null
         [ "$rc" -eq 0 ] || fail "$model --zero $2 $extra on $1 ranks: exit $rc"
@@ -117,6 +119,10 @@ for model in mlp lenet; do
         same_losses "$T/z1.csv" "$T/z.csv" "$model --zero $2 $extra on $1 ranks vs 1 rank"
     done
 done
+# the ViT in a 2-stage pipeline (cut between its blocks)
+run_train 2 $Z --model vit --pipeline-cuts 2 --metrics "$T/z.csv" >/dev/null
+[ "$rc" -eq 0 ] || fail "vit --pipeline-cuts 2: exit $rc"
+same_losses "$T/z1.csv" "$T/z.csv" "vit in 2 pipeline stages vs 1 rank"
 
 # --- bad plans: exit 2 on every rank, within 10 s, naming the fault
 bad() {

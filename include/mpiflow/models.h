@@ -25,6 +25,19 @@ MF_API mf_module *mf_model_mlp(int64_t in_features, int64_t hidden, int64_t clas
  * output = Linear(512, classes). */
 MF_API mf_module *mf_model_lenet(int64_t channels, int64_t h, int64_t w, int64_t classes);
 
+/* A small vision transformer for square [N, channels, image, image]
+ * input (doc/models.md): patch = Conv2d(channels, dim, patch, stride
+ * patch) plus a position embedding (patch.pos); depth pre-LayerNorm
+ * blocks block0.. of ln_1, attn (qkv = Linear(dim, 3 dim), heads, proj),
+ * ln_2 and mlp (fc, GELU, proj); head = LayerNorm, the mean over the
+ * patches and fc = Linear(dim, classes). A Sequential of patch, the
+ * blocks and head, built with the public API only. */
+typedef struct mf_vit_config {
+    int image, channels, patch;   /* the patch divides the image side */
+    int dim, heads, depth, mlp_dim, classes;
+} mf_vit_config;
+MF_API mf_module *mf_model_vit(const mf_vit_config *c);
+
 /* GPT-2 (doc/gpt.md), with nanoGPT's parameter names: token and position
  * embeddings, n_layer pre-LayerNorm blocks of causal self-attention and
  * a 4x MLP with tanh GELU, a final LayerNorm, a head tied to the token
@@ -143,7 +156,9 @@ typedef struct mf_gpt_gen_opts {
 MF_API mf_status mf_gpt_generate(mf_module *gpt, const int64_t *prompt, int n_prompt, int max_new,
                                  const mf_gpt_gen_opts *o, int64_t *out);
 
-/* "mlp" or "lenet" for input [c, h, w]; NULL with an error otherwise. */
+/* "mlp", "lenet" or "vit" (patches of 7 pixels, or 4 when 7 does not
+ * divide the side; width 64, 4 heads, 2 blocks, MLP 128) for input
+ * [c, h, w]; NULL with an error otherwise. */
 MF_API mf_module *mf_model_create(const char *name, int64_t c, int64_t h, int64_t w, int64_t classes);
 
 #ifdef __cplusplus

@@ -53,6 +53,14 @@ mf_module *mf_model_create(const char *name, int64_t c, int64_t h, int64_t w, in
 {
     if (name && !strcmp(name, "mlp")) return mf_model_mlp(c * h * w, 512, classes);
     if (name && !strcmp(name, "lenet")) return mf_model_lenet(c, h, w, classes);
-    mfi_error(MF_ERR_ARG, "unknown model '%s' (expected mlp or lenet)", name ? name : "(null)");
+    if (name && !strcmp(name, "vit")) {
+        if (h != w) {
+            mfi_error(MF_ERR_SHAPE, "vit: the image must be square, not %lldx%lld", (long long)h, (long long)w);
+            return NULL;
+        }
+        mf_vit_config vc = {(int)h, (int)c, h % 7 == 0 ? 7 : 4, 64, 4, 2, 128, (int)classes};
+        return mf_model_vit(&vc);
+    }
+    mfi_error(MF_ERR_ARG, "unknown model '%s' (expected mlp, lenet or vit)", name ? name : "(null)");
     return NULL;
 }
