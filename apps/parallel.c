@@ -48,6 +48,17 @@ static mf_status plan_mesh(par *pp, const mf_plan *plan, int k, char *err, size_
     return MF_OK;
 }
 
+/* a ViT's heads split whole over the plan's "tp" dimension (its
+ * Megatron-style rules split q, k and v by output features) */
+static mf_status check_heads(const par *pp, const mf_plan *plan, const mf_module *model, int k, char *err, size_t len)
+{
+    int d = mf_plan_mesh_find(plan, "tp"), H = mf_vit_heads(model), tp = d >= 0 ? mf_plan_mesh_size(plan, d, k) : 1;
+    if (H < 1 || tp < 2 || H % tp == 0) return MF_OK;
+    snprintf(err, len, "%s: the ViT's %d heads do not split over %d tensor-parallel ranks; pick a degree that "
+             "divides the head count", pp->what, H, tp);
+    return MF_ERR_ARG;
+}
+
 /* a plan that is data parallel only: 1-D, no rules, the batch split */
 static bool plan_is_dp(const mf_plan *plan)
 {
@@ -121,14 +132,16 @@ static mf_status pipe_setup(par *pp, const train_opts *o, const mf_plan *plan, m
         return MF_ERR_ARG;
     }
     int k = n / P, tp = o->tensor_parallel ? o->tensor_parallel : 1;
-    int kdp = gpt && k % tp == 0 ? k / tp : k;   /* a stage's data-parallel ranks */
+    int kdp = k % tp == 0 ? k / tp : k;   /* a stage's data-parallel ranks */
     pp->nstages = P;
+    pp->zero = o->zero >= 2 ? o->zero : 0;
     pp->schedule = o->pipeline_schedule;
     pp->micro_batches = o->micro_batches ? o->micro_batches : default_micro_batches(o->batch_size, P);
     pp->loader_micro = pp->micro_batches;
-    pp->mode = o->parallel ? o->parallel : "dp";
+    pp->mode = tp > 1 ? (o->sequence_parallel ? "tp+sp" : "tp") : o->parallel ? o->parallel : "dp";
     if (o->shards) {   /* one shard per data-parallel rank in each micro-batch */
-        if (strcmp(pp->mode, "dp") && strcmp(pp->mode, "none") && !(!strcmp(pp->mode, "plan") && plan_is_dp(plan))) {
+        if (strcmp(pp->mode, "dp") && strcmp(pp->mode, "none") && strncmp(pp->mode, "tp", 2) &&
+            !(!strcmp(pp->mode, "plan") && plan_is_dp(plan))) {
             snprintf(err, len, "--deterministic: %s; the shards' sums cover data parallelism (dp, also "
                      "inside pipeline stages)", pp->what);
             return MF_ERR_ARG;
@@ -149,7 +162,7 @@ static mf_status pipe_setup(par *pp, const train_opts *o, const mf_plan *plan, m
         }
         pp->mode = "dp";
     }
-    if (gpt && k % tp) {
+    if (k % tp) {
         snprintf(err, len, "--tensor-parallel %d: each of the %d stages has %d rank(s), which do not form groups of %d",
                  tp, P, k, tp);
         return MF_ERR_ARG;
@@ -159,7 +172,7 @@ static mf_status pipe_setup(par *pp, const train_opts *o, const mf_plan *plan, m
         pp->mesh_r = k / tp;
         pp->mesh_c = tp;
         pp->data_sbp = "S(0),B";
-    } else if ((st = plan_mesh(pp, plan, k, err, len)) != MF_OK) {
+    } else if ((st = plan_mesh(pp, plan, k, err, len)) != MF_OK || (st = check_heads(pp, plan, model, k, err, len))) {
         return st;
     }
     int *ranks = malloc((size_t)k * sizeof *ranks);
@@ -173,7 +186,7 @@ static mf_status pipe_setup(par *pp, const train_opts *o, const mf_plan *plan, m
     pp->p = mf_placement_retain(pp->stage[mf_rank() / k]);
     shard_of(pp);
     if (gpt) {
-        mf_gpt_pipeline_opts go = {P, pp->first, pp->stage, {1, o->sequence_parallel, 0}, pp->micro_batches,
+        mf_gpt_pipeline_opts go = {P, pp->first, pp->stage, {1, o->sequence_parallel, o->zero >= 2 ? o->zero : 0}, pp->micro_batches,
                                    MF_PIPELINE_1F1B, pp->shards};
         if (mf_pipeline_schedule_parse(o->pipeline_schedule, &go.schedule) == MF_OK)
             pp->pipe = mf_gpt_pipeline_create(model, &go);
@@ -241,13 +254,15 @@ mf_status par_setup(par *pp, const train_opts *o, const mf_plan *plan, mf_module
     memset(pp, 0, sizeof *pp);
     pp->dev = strcmp(o->device, "cuda") ? MF_DEV_CPU : MF_DEV_CUDA;
     if (o->plan) snprintf(pp->what, sizeof pp->what, "--plan %s", o->plan);
+    else if (o->tensor_parallel) snprintf(pp->what, sizeof pp->what, "--tensor-parallel %d", o->tensor_parallel);
     else snprintf(pp->what, sizeof pp->what, "--parallel %s", o->parallel ? o->parallel : "dp");
     if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches || o->shards)
         return pipe_setup(pp, o, plan, model, err, len);
-    if (o->tensor_parallel || (o->zero >= 2 && mf_gpt_config_of(model))) return gpt_tp_setup(pp, o, model, err, len);
-    pp->mode = o->parallel ? o->parallel : n > 1 ? "dp" : "none";
+    if (mf_gpt_config_of(model) && (o->tensor_parallel || o->zero >= 2)) return gpt_tp_setup(pp, o, model, err, len);
+    pp->mode = o->tensor_parallel ? (o->sequence_parallel ? "tp+sp" : "tp") : o->parallel ? o->parallel : n > 1 ? "dp" : "none";
     if (!strcmp(pp->mode, "none")) return MF_OK;
     mf_status st = plan_mesh(pp, plan, n, err, len);
+    if (st == MF_OK) st = check_heads(pp, plan, model, n, err, len);
     pp->zero = mf_plan_zero_stage(plan) >= 2 ? mf_plan_zero_stage(plan) : 0;
     if (st == MF_OK) st = world_placement(pp, n);
     if (st != MF_OK) return st;
@@ -360,7 +375,8 @@ void par_describe(const par *pp, char *buf, size_t len)
             k += (size_t)snprintf(buf + k, len - k, ", %d data-parallel x %d tensor-parallel ranks per stage%s", pp->mesh_r,
                                   pp->mesh_c, strcmp(pp->mode, "tp+sp") ? "" : ", sequence parallel");
         if (pp->shards && k < len)
-            k += (size_t)snprintf(buf + k, len - k, ", deterministic: %d shards summed in order", pp->shards);
+            k += (size_t)snprintf(buf + k, len - k, ", deterministic: %d shards summed in order%s", pp->shards,
+                                  zero_words(pp->zero));
         for (int s = 0; s < pp->nstages && k < len; s++)
             k += (size_t)snprintf(buf + k, len - k, "; stage %d: layers %d-%d on %s", s, pp->first[s],
                                   pp->first[s + 1] - 1, mf_placement_str(pp->stage[s], pl, sizeof pl));

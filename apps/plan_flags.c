@@ -1,7 +1,8 @@
 /*
  * apps/plan_flags.c - mpiflow-train's parallel flags as a plan
  * (doc/plans.md), and back. The image models' modes become rules on
- * their Linear layers; the GPT's flags become Megatron-LM's rules,
+ * their Linear layers; --tensor-parallel becomes the ViT's or the GPT's
+ * Megatron-style rules; the GPT's flags become Megatron-LM's rules,
  * ZeRO over dp, sequence parallelism as the blocks' input layout and
  * recompute as block patterns. A --plan file for an image model is run
  * as it is; one for the GPT must be one its flags can say.
@@ -90,6 +91,10 @@ mf_plan *plan_of_flags(const train_opts *o, mf_module *model, int n, char *err, 
     }
     if (gpt) {
         /* the GPT's rules are above */
+    } else if (o->tensor_parallel) {   /* the model's Megatron-style rules (checked: the ViT's) */
+        if (mf_plan_set_mesh(plan, 2, (const char *const[]){"dp", "tp"}, (const int[]){-1, o->tensor_parallel}) != MF_OK ||
+            mf_vit_add_megatron_rules(plan, "tp", o->sequence_parallel) != MF_OK)
+            goto fail;
     } else if (!strcmp(mode, "2d")) {
         int r, c;
         if (mesh_2d(o, k, &r, &c, err, len)) {

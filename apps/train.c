@@ -1,9 +1,12 @@
 /*
- * apps/train.c - mpiflow-train: trains mlp or lenet on Fashion-MNIST or
- * synthetic data, or a GPT on text or tokens (apps/train_gpt.c), shows
- * progress (loss, lr, samples/s or tokens/s, ETA), optionally writes a
- * metrics CSV, and ends with a line
+ * apps/train.c - mpiflow-train: trains mlp, lenet or the ViT on
+ * Fashion-MNIST or synthetic data, or a GPT on text or tokens
+ * (apps/train_gpt.c), under any plan (apps/plan_flags.c,
+ * apps/parallel.c), shows progress (loss, lr, samples/s or tokens/s,
+ * ETA), optionally writes a metrics CSV, and ends with a line
  *   final test_accuracy=... test_loss=... ...   (gpt: final val_loss=...)
+ * One step function serves every model and plan; what differs between
+ * a classifier and a language model is the task's (apps/train_task.c).
  */
 #include <errno.h>
 #include <math.h>
@@ -19,6 +22,7 @@
 #include "apps/train_device.h"
 #include "apps/train_gpt.h"
 #include "apps/train_opts.h"
+#include "apps/train_task.h"
 #include "mpiflow.h"
 
 #define EXIT_BAD_INPUT 2
@@ -28,6 +32,7 @@ typedef struct run {
     mf_plan *plan;               /* the parallel layout: --plan's, or the flags' */
     mf_dataset *train, *test;    /* gpt: test is the validation split */
     bool gpt;
+    const train_task *task;      /* classify or language model: its loss, metric and units */
     mf_gpt_config gc;
     mf_loader *loader;
     mf_module *model;
@@ -169,7 +174,7 @@ static mf_status build(run *r)
             fprintf(stderr, "mpiflow-train: error: --metrics: cannot write %s\n", o->metrics);
             return MF_ERR_IO;
         }
-        fputs(r->gpt ? "step,epoch,loss,lr,tokens_per_sec,elapsed_s,val_loss\n" : "step,epoch,loss,lr,samples_per_sec,elapsed_s\n",
+        fputs(r->task->csv_header,
               r->metrics);
     }
     return MF_OK;
@@ -199,38 +204,14 @@ static void progress(run *r, int64_t step, int64_t epoch, double loss, double lr
         bar[width] = '\0';
         printf("\r[%s] %lld/%lld ep %lld/%lld loss %.4f lr %.3g %.0f %s/s ETA %s ", bar, (long long)step,
                (long long)r->total_steps, (long long)epoch + 1, (long long)r->total_epochs, loss, lr, sps,
-               r->gpt ? "tokens" : "samples", eta);
+               r->task->units, eta);
         if (last) putchar('\n');
     } else {
         printf("step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.3g  %.0f %s/s  eta %s\n", (long long)step,
                (long long)r->total_steps, (long long)epoch + 1, (long long)r->total_epochs, loss, lr, sps,
-               r->gpt ? "tokens" : "samples", eta);
+               r->task->units, eta);
     }
     fflush(stdout);
-}
-
-/* the summed loss and the correct answers of one micro-batch */
-static mf_status eval_metric(mf_tensor *out, mf_tensor *y, void *user, mf_tensor **vals)
-{
-    (void)user;
-    mf_tensor *pred = mf_argmax(out, 1, false);
-    mf_tensor *eq = pred ? mf_eq(pred, y) : NULL;
-    vals[0] = mf_cross_entropy(out, y, MF_REDUCTION_SUM);
-    vals[1] = eq ? mf_sum_all(eq) : NULL;
-    mf_tensor_destroy(pred);
-    mf_tensor_destroy(eq);
-    return vals[0] && vals[1] ? MF_OK : mf_last_status();
-}
-
-/* a GPT's: the summed loss (the micro-batch's mean over its tokens,
- * weighted by its rows, as evaluate sums it) and no answers to count */
-static mf_status gpt_metric(mf_tensor *out, mf_tensor *y, void *gpt, mf_tensor **vals)
-{
-    mf_tensor *mean = mf_gpt_pipeline_loss(out, y, gpt);
-    vals[0] = mean ? mf_scale(mean, (double)mf_tensor_shape(y)[0]) : NULL;
-    vals[1] = vals[0] ? mf_scalar(MF_F32, 0.0) : NULL;
-    mf_tensor_destroy(mean);
-    return vals[0] && vals[1] ? MF_OK : mf_last_status();
 }
 
 static void destroy_all(int n, mf_tensor **t)
@@ -245,7 +226,7 @@ static mf_status pipe_eval(run *r, int64_t rows, mf_tensor *x, mf_tensor *y, dou
     mf_tensor *mx[MF_LOADER_MAX_MICRO], *my[MF_LOADER_MAX_MICRO];
     mf_status st = par_micro_batches(&r->par, rows, n, false, x, y, mx, my);
     if (st == MF_OK)
-        st = mf_pipeline_eval(r->par.pipe, n, mx, my, r->gpt ? gpt_metric : eval_metric, r->model, 2, v);
+        st = mf_pipeline_eval(r->par.pipe, n, mx, my, r->task->stage_eval, r->model, 2, v);
     destroy_all(n, mx);
     destroy_all(n, my);
     return st;
@@ -267,7 +248,7 @@ static mf_status evaluate(run *r, double *loss, double *acc)
     if (gpt && batches > r->o.val_batches) batches = r->o.val_batches;
     mf_status st = MF_OK;
     for (int64_t b = 0; b < batches && st == MF_OK; b++) {
-        mf_tensor *x, *y, *out = NULL, *ls = NULL, *pred = NULL, *eq = NULL, *c = NULL;
+        mf_tensor *x, *y;
         st = mf_loader_next(l, &x, &y);
         if (st == MF_OK && r->par.pipe) {
             double v[2];
@@ -281,88 +262,66 @@ static mf_status evaluate(run *r, double *loss, double *acc)
         }
         if (st == MF_OK) st = par_batch(&r->par, mf_loader_batch_rows(l), &x, &y);
         if (st != MF_OK) break;
-        if (gpt) {   /* the mean over the batch's tokens, weighted by its rows */
-            ls = mf_gpt_loss(r->model, x, y);
-            if (!ls) st = mf_last_status();
-            else sum += mf_tensor_item(ls) * (double)mf_loader_batch_rows(l), n += mf_loader_batch_rows(l);
-            mf_tensor_destroy(x);
-            mf_tensor_destroy(y);
-            mf_tensor_destroy(ls);
-            continue;
-        }
-        out = mf_module_forward(r->model, x);
-        ls = out ? mf_cross_entropy(out, y, MF_REDUCTION_SUM) : NULL;
-        pred = out ? mf_argmax(out, 1, false) : NULL;
-        eq = pred ? mf_eq(pred, y) : NULL;
-        c = eq ? mf_sum_all(eq) : NULL;
-        if (!c || !ls) st = mf_last_status();
-        else {
-            sum += mf_tensor_item(ls);
-            correct += mf_tensor_item(c);
-            n += mf_tensor_dim(x, 0);
-        }
-        mf_tensor *all[] = {x, y, out, ls, pred, eq, c};
-        for (int i = 0; i < 7; i++) mf_tensor_destroy(all[i]);
+        double v[2];
+        st = r->task->eval(r->model, x, y, v);
+        sum += v[0];
+        correct += v[1];
+        n += mf_tensor_dim(x, 0);
+        mf_tensor_destroy(x);
+        mf_tensor_destroy(y);
     }
     mf_no_grad_end();
     mf_module_train(r->model, true);
     mf_rng_set_draws(draws);
     mf_loader_destroy(l);
     *loss = n ? sum / (double)n : NAN;
-    *acc = n && !gpt ? correct / (double)n : NAN;
+    *acc = n && r->task->accuracy ? correct / (double)n : NAN;
     return st;
 }
 
-/* one training step through the pipeline: the loader made this rank's
- * rows of every micro-batch */
-static mf_status pipe_train_step(run *r, mf_tensor *x, mf_tensor *y, double *loss_out)
+/* One training step, for every model and plan: the batch laid out as
+ * the plan says, then the task's loss through the whole model and its
+ * backward, or the pipeline's schedule over the micro-batches (the
+ * loader made this rank's rows of each); clipping and the optimizer. */
+static mf_status train_step(run *r, double *loss_out)
 {
-    int n = r->par.micro_batches;
-    mf_tensor *mx[MF_LOADER_MAX_MICRO], *my[MF_LOADER_MAX_MICRO];
-    mf_status st = par_micro_batches(&r->par, mf_loader_batch_rows(r->loader), n, r->par.shards > 0, x, y, mx, my);
-    if (st == MF_OK) st = mf_optim_zero_grad(r->optim);
-    if (st == MF_OK)
-        st = mf_pipeline_train_step(r->par.pipe, mx, my,
-                                    !r->gpt ? NULL : r->par.shards ? mf_gpt_pipeline_loss_sum : mf_gpt_pipeline_loss,
-                                    r->model, loss_out);
+    mf_pipeline *pipe = r->par.pipe;
+    const int n = pipe ? r->par.micro_batches : 0;
+    mf_tensor *x, *y, *mx[MF_LOADER_MAX_MICRO], *my[MF_LOADER_MAX_MICRO], *loss = NULL;
+    mf_status st = mf_loader_next(r->loader, &x, &y);
+    if (st != MF_OK) return st;
+    const int64_t rows = mf_loader_batch_rows(r->loader);
+    st = pipe ? par_micro_batches(&r->par, rows, n, r->par.shards > 0, x, y, mx, my) : par_batch(&r->par, rows, &x, &y);
+    if (st != MF_OK) {
+        mf_tensor_destroy(x);
+        mf_tensor_destroy(y);
+        return st;
+    }
     double t0 = mf_time();
+    st = mf_optim_zero_grad(r->optim);
+    if (st == MF_OK && pipe) {
+        st = mf_pipeline_train_step(pipe, mx, my, r->par.shards ? r->task->stage_loss_sum : r->task->stage_loss,
+                                    r->model, loss_out);
+    } else if (st == MF_OK) {
+        loss = r->task->loss(r->model, x, y);
+        if (!loss) st = mf_last_status();
+    }
+    double t1 = mf_time();
+    if (st == MF_OK && loss) st = mf_backward(loss);
+    double t2 = mf_time();
     if (st == MF_OK && r->o.clip_grad > 0) st = mf_clip_grad_norm(r->params, r->o.clip_grad, NULL);
     if (st == MF_OK) st = mf_optim_step(r->optim);
-    mf_trace_span("optimizer step", "compute", 0, t0, mf_time());
+    if (st == MF_OK && loss) *loss_out = mf_tensor_item(loss);
+    double t3 = mf_time();
+    if (!pipe) {   /* the pipeline records its own micro-batches' spans */
+        mf_trace_span("forward", "compute", 0, t0, t1);
+        mf_trace_span("backward", "compute", 0, t1, t2);
+    }
+    mf_trace_span("optimizer step", "compute", 0, t2, t3);
     destroy_all(n, mx);
     destroy_all(n, my);
     mf_tensor_destroy(x);
     mf_tensor_destroy(y);
-    return st;
-}
-
-static mf_status train_step(run *r, double *loss_out)
-{
-    mf_tensor *x, *y;
-    mf_status st = mf_loader_next(r->loader, &x, &y);
-    if (st == MF_OK && r->par.pipe) return pipe_train_step(r, x, y, loss_out);
-    if (st == MF_OK) st = par_batch(&r->par, mf_loader_batch_rows(r->loader), &x, &y);
-    if (st != MF_OK) return st;
-    double t0 = mf_time();
-    st = mf_optim_zero_grad(r->optim);
-    mf_tensor *out = st == MF_OK && !r->gpt ? mf_module_forward(r->model, x) : NULL;
-    mf_tensor *loss = r->gpt && st == MF_OK ? mf_gpt_loss(r->model, x, y)
-                      : out                 ? mf_cross_entropy(out, y, MF_REDUCTION_MEAN)
-                                            : NULL;
-    if (!loss && st == MF_OK) st = mf_last_status();
-    double t1 = mf_time();
-    if (st == MF_OK) st = mf_backward(loss);
-    double t2 = mf_time();
-    if (st == MF_OK && r->o.clip_grad > 0) st = mf_clip_grad_norm(r->params, r->o.clip_grad, NULL);
-    if (st == MF_OK) st = mf_optim_step(r->optim);
-    if (st == MF_OK) *loss_out = mf_tensor_item(loss);
-    double t3 = mf_time();
-    mf_trace_span("forward", "compute", 0, t0, t1);
-    mf_trace_span("backward", "compute", 0, t1, t2);
-    mf_trace_span("optimizer step", "compute", 0, t2, t3);
-    mf_tensor_destroy(x);
-    mf_tensor_destroy(y);
-    mf_tensor_destroy(out);
     mf_tensor_destroy(loss);
     return st;
 }
@@ -699,6 +658,7 @@ int main(int argc, char **argv)
     }
     r.bar = r.o.progress == 1 || (r.o.progress == -1 && isatty(STDOUT_FILENO));
     r.gpt = !strcmp(r.o.model, "gpt");
+    r.task = train_task_of(r.o.model);
     r.sample_tokens = 1;
     mf_status st = load_data(&r);
     if (r.gpt) r.sample_tokens = r.gc.seq_len;

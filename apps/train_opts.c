@@ -37,15 +37,16 @@ void train_opts_usage(FILE *f)
         "  --val-every K              validation loss every K steps (default: at the end)\n"
         "  --val-batches N            batches of the validation split per evaluation (default 20)\n"
         "  --no-shuffle               read windows in order (as llm.c's and nanoGPT's evaluation)\n"
-        "  --tensor-parallel N        Megatron-LM's tensor parallelism over groups of N consecutive\n"
-        "                             ranks (heads, MLP, vocabulary split), data parallel across\n"
-        "                             the groups: a mesh (ranks/N) x N (doc/parallelism.md)\n"
+        "  --tensor-parallel N        gpt and vit: Megatron-LM's tensor parallelism over groups of N\n"
+        "                             consecutive ranks (heads, MLP, a GPT's vocabulary split), data\n"
+        "                             parallel across them: a mesh (ranks/N) x N (doc/parallelism.md)\n"
         "  --sequence-parallel        with --tensor-parallel: LayerNorms and residuals split over\n"
-        "                             the sequence between the tensor-parallel regions\n"
+        "                             the sequence (a ViT's patches) between the tensor-parallel regions\n"
         "  --recompute none|block|attn   activation recompute: keep only each block's input (block)\n"
         "                             or skip the attention half's activations (attn), and run\n"
-        "                             that forward again in backward (default none); mlp, lenet:\n"
-        "                             --recompute PATTERN, the modules by name (conv2, 'conv*')\n"
+        "                             that forward again in backward (default none; by name:\n"
+        "                             'transformer.h.*', 'transformer.h.*.attn'); mlp, lenet, vit:\n"
+        "                             --recompute PATTERN, the modules by name (conv2, 'block*')\n"
         "length:\n"
         "  --epochs N                 passes over the training set (default 1)\n"
         "  --steps N                  optimizer steps instead of epochs\n"
@@ -122,12 +123,12 @@ void train_opts_usage(FILE *f)
         "run:\n"
         "  --seed S                   seed for initialisation, dropout and shuffling (default 0)\n"
         "  --deterministic[=V]        the same bits on any number of data-parallel ranks (and\n"
-        "                             pipeline stages, for mlp and lenet; at a fixed\n"
-        "                             --tensor-parallel for gpt): the batch is cut into V shards\n"
+        "                             pipeline stages, for mlp, lenet and vit; at a fixed\n"
+        "                             --tensor-parallel for gpt and vit): the batch is cut into V shards\n"
         "                             computed one by one and summed in shard order (default V:\n"
         "                             the largest divisor of --batch-size up to 12; a multiple\n"
-        "                             of the data-parallel ranks per stage). Refused with\n"
-        "                             --parallel mp|hybrid|2d, --zero 2|3 and gpt pipelines.\n"
+        "                             of the data-parallel ranks per stage; also with --zero 2|3).\n"
+        "                             Refused with --parallel mp|hybrid|2d and gpt pipelines.\n"
         "                             Slower; see doc/design.md\n"
         "  --threads T                compute threads per rank (default cores / ranks per node)\n"
         "  --log-every K              progress every K steps (default 100)\n"
@@ -608,21 +609,24 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
     if (!o->epochs && !o->steps) o->epochs = 1;
     bool gpt = !strcmp(o->model, "gpt");
     if (!gpt && (o->preset || o->n_layer || o->n_head || o->n_embd || o->seq_len || o->vocab_size || o->dropout >= 0 ||
-                 o->val_every || !o->shuffle || o->tensor_parallel || o->sequence_parallel))
+                 o->val_every || !o->shuffle))
         return fail(err, len, "--preset, --n-layer, --n-head, --n-embd, --seq-len, --vocab-size, --dropout, "
-                    "--val-every, --no-shuffle, --tensor-parallel and --sequence-parallel: only for --model gpt");
+                    "--val-every and --no-shuffle: only for --model gpt");
+    if (o->tensor_parallel && !gpt && strcmp(o->model, "vit"))
+        return fail(err, len, "--tensor-parallel %d: --model %s has no Megatron-style plan (gpt and vit have); "
+                    "--parallel mp, hybrid or 2d split its Linear layers, or give a --plan", o->tensor_parallel, o->model);
+    if (o->tensor_parallel && !gpt && o->parallel && strcmp(o->parallel, "dp"))
+        return fail(err, len, "--tensor-parallel: --parallel %s; tensor parallelism combines with dp only", o->parallel);
     static const char *const gpt_recompute[] = {"none", "block", "attn", NULL};
+    if (gpt && o->recompute && !strcmp(o->recompute, "transformer.h.*")) o->recompute = "block";   /* by name */
+    if (gpt && o->recompute && !strcmp(o->recompute, "transformer.h.*.attn")) o->recompute = "attn";
     if (gpt && o->recompute && !one_of(o->recompute, gpt_recompute))
-        return fail(err, len, "--recompute %s: a GPT recomputes none, block (each block) or attn (each attention "
-                    "half)", o->recompute);
+        return fail(err, len, "--recompute %s: a GPT recomputes none, block (each block, 'transformer.h.*') or attn "
+                    "(each attention half, 'transformer.h.*.attn')", o->recompute);
     if ((o->pipeline_stages || o->pipeline_cuts || o->micro_batches) && o->zero >= 2)
         return fail(err, len, "--zero %d with a pipeline: ZeRO-2 and -3 split parameters over the data-parallel "
                     "ranks, but pipeline stages keep theirs whole; use --zero 1 (the optimizer state) inside "
                     "the stages", o->zero);
-    if (o->shards && o->zero >= 2)
-        return fail(err, len, "--deterministic with --zero %d: ZeRO-2 and -3 sum each gradient into the rows "
-                    "its rank keeps as backward makes it, in an order that depends on the rank count; "
-                    "--zero 1 (the optimizer state split) keeps the bits", o->zero);
     if (o->sequence_parallel && o->tensor_parallel < 2)
         return fail(err, len, "--sequence-parallel: splits the sequence over the tensor-parallel ranks; give "
                     "--tensor-parallel N with N >= 2");

@@ -47,6 +47,8 @@
  * single placement's backward has it P, and the planner sums the P
  * gradient it meets). kept is not measured there (the graph is the
  * executor's); peak is.
+ * With --model lenet|vit an image model instead, data parallel with
+ * ZeRO 0-3 (image_main: theory from the parameters).
  * Rank 0 prints one row; bench/run_memory.sh runs the schemes.
  */
 #include <getopt.h>
@@ -80,6 +82,17 @@ static int64_t list_bytes(const mf_tensor_list *l, bool grads)
     int64_t b = 0;
     for (int i = 0; l && i < l->n; i++) b += piece_bytes(grads ? mf_tensor_grad(l->items[i].tensor) : l->items[i].tensor);
     return b;
+}
+
+/* the measured step's allocator peak and message bytes */
+static void measured(int64_t *peak, int64_t *comm)
+{
+    mf_memory_stats st;
+    mf_memory_get_stats(&st);
+    *peak = st.peak;
+    mf_comm_tally t;
+    mf_comm_tally_get(&t);
+    for (int k = 0; k < MF_COMM_KINDS; k++) *comm += t.bytes[k];
 }
 
 /* whether parameter `name` is in a layer before `cut` (the GPT's layers:
@@ -154,6 +167,119 @@ static int64_t theory_comm(const mf_gpt_config *c, int64_t N, const pcount *q, c
     return b + (s->dp * s->tp > 1 ? 4 : 0);   /* the loss, for the report */
 }
 
+/* ---- an image model (LeNet, the ViT) under a data-parallel plan with
+ * ZeRO stage z: the same columns, theory from the parameters alone:
+ *   params, grads  whole, or rank 0's piece of each (its largest axis
+ *                  split evenly, the first piece the largest) under
+ *                  ZeRO-2/3
+ *   adam           two values per parameter element, / dp from ZeRO-1
+ *   comm           dp: the gradients' allreduce; ZeRO-1: also the
+ *                  updated parameters' allgather; ZeRO-2/3: every
+ *                  parameter gathered for its use and every gradient
+ *                  reduce-scattered; ZeRO-3: the weights backward keeps
+ *                  (all but biases and the position embedding) gathered
+ *                  again
+ * kept is not predicted for these models. */
+static int64_t first_piece(const mf_tensor *t, int dp)
+{
+    const int nd = mf_tensor_ndim(t);
+    const int64_t *sh = mf_tensor_shape(t), n = mf_tensor_numel(t);
+    int a = -1;
+    for (int k = 0; k < nd; k++)
+        if (sh[k] >= dp && (a < 0 || sh[k] > sh[a])) a = k;
+    return a < 0 || dp < 2 ? n : (sh[a] + dp - 1) / dp * (n / sh[a]);
+}
+
+static int image_main(const char *model, int zero, int B, int steps, bool header)
+{
+    const int n = mf_world_size();
+    mf_manual_seed(0);
+    mf_module *m = mf_model_create(model, 1, 28, 28, 10);
+    mf_placement *p = mf_placement_world();
+    mf_plan *plan = mf_plan_create();
+    if (!m || !p || !plan || mf_plan_set_mesh(plan, 1, (const char *const[]){"dp"}, (const int[]){-1}) != MF_OK ||
+        (zero >= 2 && mf_plan_set_zero(plan, zero, "dp") != MF_OK) || mf_plan_apply(plan, m, p) != MF_OK)
+        die("plan");
+    mf_tensor_list *params = mf_module_parameters(m);
+    int64_t P = 0, P_rank = 0, saved = 0;
+    for (int i = 0; i < params->n; i++) {
+        const mf_tensor *t = params->items[i].tensor;
+        const char *nm = params->items[i].name;
+        P += mf_tensor_numel(t);
+        P_rank += zero >= 2 ? first_piece(t, n) : mf_tensor_numel(t);
+        if (!strstr(nm, "bias") && !strstr(nm, "pos")) saved += mf_tensor_numel(t);
+    }
+    mf_adam_opts ao = mf_adamw_defaults();
+    ao.lr = 1e-4;
+    mf_optim *opt = mf_adamw_create(params, &ao);
+    if (!opt || mf_optim_set_zero(opt, zero == 1 ? 1 : 0) != MF_OK) die("optimizer");
+    float *img = malloc((size_t)B * 784 * sizeof *img);
+    int64_t *lab = malloc((size_t)B * sizeof *lab);
+    uint64_t r = 7;
+    for (int64_t i = 0; i < (int64_t)B * 784; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        img[i] = (float)((r >> 40) % 1000) / 1000.0f;
+        if (i < B) lab[i] = (int64_t)((r >> 33) % 10);
+    }
+    mf_tensor *fx = mf_from_data(MF_F32, 4, (const int64_t[]){B, 1, 28, 28}, img);
+    mf_tensor *fy = mf_from_data(MF_I64, 1, (const int64_t[]){B}, lab);
+    free(img);
+    free(lab);
+    mf_tensor *x = fx ? mf_global_from_full(fx, p, "S(0)") : NULL, *y = fy ? mf_global_from_full(fy, p, "S(0)") : NULL;
+    mf_tensor_destroy(fx);
+    mf_tensor_destroy(fy);
+    if (!x || !y) die("batch");
+    int64_t grads = 0, peak = 0, comm = 0;
+    double secs = 0;
+    for (int it = 0; it < 2 + steps; it++) {
+        const bool measure = it == 1;
+        if (mf_optim_zero_grad(opt) != MF_OK) die("zero_grad");
+        if (measure) {
+            mf_memory_reset_peak();
+            mf_comm_tally_reset();
+        }
+        double t0 = mf_time();
+        mf_tensor *out = mf_module_forward(m, x), *loss = out ? mf_cross_entropy(out, y, MF_REDUCTION_MEAN) : NULL;
+        if (!loss || mf_backward(loss) != MF_OK || mf_optim_sync_grads(opt) != MF_OK) die("step");
+        if (measure) grads = list_bytes(params, true);
+        if (mf_optim_step(opt) != MF_OK) die("step");
+        mf_tensor_destroy(out);
+        mf_tensor_destroy(loss);
+        if (it >= 2) secs += mf_time() - t0;
+        if (measure) measured(&peak, &comm);
+    }
+    mf_tensor_list *state = mf_optim_state(opt);
+    int64_t pbytes = list_bytes(params, false), sbytes = list_bytes(state, false);
+    int64_t t_adam = zero >= 1 ? 8 * ((P + n - 1) / n) : 8 * P;
+    int64_t t_comm = n < 2 ? 0 : zero >= 2 ? 8 * P + (zero == 3 ? 4 * saved : 0) : zero == 1 ? 8 * P : 4 * P;
+    if (mf_rank() == 0) {
+        if (header) {
+            printf("%s: %lld parameters, batch %d of 28x28 images; MiB per rank (rank 0): measured / theory\n", model,
+                   (long long)P, B);
+            printf("%-16s %5s %15s %15s %15s %9s %17s %10s\n", "scheme", "ranks", "params", "grads", "adam", "peak",
+                   "comm/step", "samples/s");
+        }
+        char name[32];
+        snprintf(name, sizeof name, "%s %s%d", model, zero ? "zero" : "dp", zero ? zero : n);
+        const double MiB = 1048576.0;
+        int64_t t_grads = zero >= 2 ? P_rank : P;
+        printf("%-16s %5d %7.3f/%-7.3f %7.3f/%-7.3f %7.3f/%-7.3f %9.2f %8.3f/%-8.3f %10.0f\n", name, n, pbytes / MiB,
+               4 * P_rank / MiB, grads / MiB, 4 * t_grads / MiB, sbytes / MiB, t_adam / MiB, peak / MiB, comm / MiB,
+               t_comm / MiB, (double)steps * B / secs);
+        fflush(stdout);
+    }
+    mf_tensor_list_destroy(state);
+    mf_tensor_list_destroy(params);
+    mf_tensor_destroy(x);
+    mf_tensor_destroy(y);
+    mf_optim_destroy(opt);
+    mf_plan_destroy(plan);
+    mf_placement_destroy(p);
+    mf_module_destroy(m);
+    mf_finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (mf_init(&argc, &argv) != MF_OK) return 1;
@@ -161,6 +287,7 @@ int main(int argc, char **argv)
     scheme s = {1, 1, 0, 1, false, MF_RECOMPUTE_NONE};
     int B = 8, steps = 3;
     bool header = false;
+    const char *model = "gpt";
     static const struct option longs[] = {
         {"tp", required_argument, 0, 't'},      {"sp", no_argument, 0, 's'},
         {"pp", required_argument, 0, 'P'},
@@ -169,7 +296,8 @@ int main(int argc, char **argv)
         {"n-head", required_argument, 0, 'H'},  {"seq-len", required_argument, 0, 'T'},
         {"vocab", required_argument, 0, 'V'},   {"batch", required_argument, 0, 'B'},
         {"steps", required_argument, 0, 'S'},   {"header", no_argument, 0, 'h'},
-        {"help", no_argument, 0, '?'},          {0, 0, 0, 0},
+        {"model", required_argument, 0, 'm'},   {"help", no_argument, 0, '?'},
+        {0, 0, 0, 0},
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -188,16 +316,27 @@ int main(int argc, char **argv)
         case 'B': B = atoi(optarg); break;
         case 'S': steps = atoi(optarg); break;
         case 'h': header = true; break;
+        case 'm': model = optarg; break;
         default:
             if (mf_rank() == 0)
                 printf("usage: mpiexec -n N bench_memory [--tp T] [--sp] [--zero 0|2|3] [--pp P] [--recompute none|block|attn]\n"
                        "       [--n-layer L] [--n-embd C] [--n-head H] [--seq-len T] [--vocab V] [--batch B]\n"
                        "       [--steps S] [--header]\n"
-                       "A GPT's memory per rank by category, communication per step and tokens/s under one\n"
-                       "parallel scheme, each next to theory's figure (doc/performance.md).\n");
+                       "       mpiexec -n N bench_memory --model lenet|vit [--zero 0|1|2|3] [--batch B] [--steps S] [--header]\n"
+                       "A GPT's (or an image model's, data parallel) memory per rank by category, communication\n"
+                       "per step and throughput under one parallel scheme, each next to theory's figure\n"
+                       "(doc/performance.md).\n");
             mf_finalize();
             return ch == '?' ? 0 : 2;
         }
+    }
+    if (strcmp(model, "gpt")) {
+        if ((strcmp(model, "lenet") && strcmp(model, "vit")) || s.zero < 0 || s.zero > 3 || B % mf_world_size()) {
+            fprintf(stderr, "bench_memory: --model %s --zero %d --batch %d: lenet or vit, stage 0 to 3, a batch the ranks "
+                    "divide\n", model, s.zero, B);
+            return 2;
+        }
+        return image_main(model, s.zero, B, steps, header);
     }
     int n = mf_world_size();
     if (s.pp < 1 || n % s.pp || s.tp < 1 || (n / s.pp) % s.tp || (s.pp > 1 && s.zero)) {
@@ -306,14 +445,7 @@ int main(int argc, char **argv)
         mf_tensor_destroy(loss);
         if (it >= 2) secs += mf_time() - t0;
         if (it == 1) mf_module_use_stats(NULL, NULL, true);   /* the timed steps' gathers */
-        if (measure) {
-            mf_memory_stats st;
-            mf_memory_get_stats(&st);
-            peak = st.peak;
-            mf_comm_tally t;
-            mf_comm_tally_get(&t);
-            for (int k = 0; k < MF_COMM_KINDS; k++) comm += t.bytes[k];
-        }
+        if (measure) measured(&peak, &comm);
     }
     mf_tensor_list *state = mf_optim_state(opt);
     int64_t pbytes = list_bytes(params, false), sbytes = list_bytes(state, false);

@@ -1,15 +1,16 @@
 #!/bin/sh
 # bench/run_memory.sh - a mid-size GPT (4 layers, 256 wide, T 256,
 # vocabulary 8192, batch 8) under every parallel scheme on 1, 2 and 4
-# ranks, and as 2- and 4-stage pipelines: memory per rank by category,
-# communication per step and tokens/s, each next to theory's figure
-# (bench/bench_memory.c says how each is measured and predicted).
+# ranks, and as 2- and 4-stage pipelines; then LeNet and the ViT data
+# parallel with ZeRO-1/2/3 on 2 and 4 ranks: memory per rank by
+# category, communication per step and throughput, each next to theory's
+# figure (bench/bench_memory.c says how each is measured and predicted).
 # Recorded in doc/performance.md.
 #   bench/run_memory.sh [BENCH_MEMORY_FLAGS...]   (from the build directory, after make)
 set -u
 case "${1:-}" in
 -h | --help)
-    sed -n '2,8s/^# \{0,1\}//p' "$0"
+    sed -n '2,10s/^# \{0,1\}//p' "$0"
     exit 0
     ;;
 esac
@@ -42,3 +43,12 @@ run 4 --pp 2
 run 4 --pp 4
 run 4 --pp 2 --tp 2
 run 4 --pp 2 --tp 2 --sp
+# the image models: any model's ZeRO, from a plan (extra flags are the GPT's)
+extra=""
+for model in lenet vit; do
+    first=--header
+    run 1 --model $model --batch 32
+    for np in 2 4; do
+        for z in 0 1 2 3; do run "$np" --model $model --zero $z --batch 32; done
+    done
+done

@@ -6,12 +6,18 @@
 #    recompute and a pipeline), and the printed form names every
 #    parameter with its SBP and rule;
 #  - --recompute PATTERN for LeNet: the same losses bit for bit;
-#  - the shipped plans/gpt-megatron*.json are the plans of the flags;
+#  - the shipped plans/gpt-megatron*.json and vit-megatron*.json are
+#    the plans of the flags; the printed form lists activation layouts
+#    and recompute patterns with the modules they name;
 #  - a plan written by hand (row- and column-parallel rules the flags
 #    cannot say) on 2 and 4 ranks trains as 1 rank does (1e-5, 6 steps);
 #  - ZeRO-2 and -3 (with recompute) for the MLP, LeNet and the ViT on 2
-#    and 4 ranks, and the ViT in 2 pipeline stages, train as 1 rank does
-#    (1e-5, 10 steps);
+#    and 4 ranks, and the ViT in 2 pipeline stages and with its tensor-
+#    and sequence-parallel plan on 2 and 4 ranks (also inside 2 pipeline
+#    stages) train as 1 rank does (1e-5, 10 steps);
+#  - --deterministic with ZeRO-2/3 (and recompute) gives the bits of the
+#    run without ZeRO for the MLP, LeNet, the ViT and the GPT on 1, 2
+#    and 4 ranks, and at tp 2 with sequence parallelism on 2 and 4;
 #  - bad plans exit 2 on every rank within 10 s, naming the fault.
 [ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -73,14 +79,15 @@ echo "ok: lenet --recompute 'conv*' on 2 ranks: the same $(wc -l <"$T/a") losses
 trip lenet_recompute 2 "$IMG --model lenet" --recompute conv2
 
 # the shipped Megatron-LM plans are what --tensor-parallel 2 [--sequence-parallel] makes
-for ship in "gpt-megatron" "gpt-megatron-sp --sequence-parallel"; do
+for ship in "gpt-megatron" "gpt-megatron-sp --sequence-parallel" "vit-megatron" "vit-megatron-sp --sequence-parallel"; do
     set -- $ship
     f="${top_srcdir:-.}/plans/$1.json"
+    case "$1" in gpt*) base=$GPT ;; *) base="$IMG --model vit" ;; esac
     shift
     # shellcheck disable=SC2086
-    "$MPIEXEC" -n 2 "$TRAIN" $GPT --plan "$f" --print-plan >"$T/ship.a" 2>/dev/null || fail "--plan $f: exit $?"
+    "$MPIEXEC" -n 2 "$TRAIN" $base --plan "$f" --print-plan >"$T/ship.a" 2>/dev/null || fail "--plan $f: exit $?"
     # shellcheck disable=SC2086
-    "$MPIEXEC" -n 2 "$TRAIN" $GPT --tensor-parallel 2 "$@" --print-plan >"$T/ship.b" 2>/dev/null || fail "tp 2 $*: exit $?"
+    "$MPIEXEC" -n 2 "$TRAIN" $base --tensor-parallel 2 "$@" --print-plan >"$T/ship.b" 2>/dev/null || fail "tp 2 $*: exit $?"
     cmp -s "$T/ship.a" "$T/ship.b" || { diff "$T/ship.a" "$T/ship.b"; fail "plans/$(basename "$f") is not the flags' plan"; }
     echo "ok: plans/$(basename "$f") is the plan of --tensor-parallel 2 $*"
 done
@@ -119,10 +126,87 @@ for model in mlp lenet vit; do
         same_losses "$T/z1.csv" "$T/z.csv" "$model --zero $2 $extra on $1 ranks vs 1 rank"
     done
 done
-# the ViT in a 2-stage pipeline (cut between its blocks)
-run_train 2 $Z --model vit --pipeline-cuts 2 --metrics "$T/z.csv" >/dev/null
-[ "$rc" -eq 0 ] || fail "vit --pipeline-cuts 2: exit $rc"
-same_losses "$T/z1.csv" "$T/z.csv" "vit in 2 pipeline stages vs 1 rank"
+# the ViT in a 2-stage pipeline (cut between its blocks); then its
+# Megatron-style plan (whole heads of q, k and v, row-parallel
+# projections; the residual stream split over the patches with -sp) on
+# 2 and 4 ranks, with ZeRO-3 over dp, and inside 2 pipeline stages
+vit_runs="2 --pipeline-cuts 2
+2 --tensor-parallel 2
+2 --tensor-parallel 2 --sequence-parallel
+4 --tensor-parallel 2 --sequence-parallel
+4 --tensor-parallel 4 --sequence-parallel
+4 --tensor-parallel 2 --zero 3
+4 --tensor-parallel 2 --sequence-parallel --pipeline-cuts 2"
+echo "$vit_runs" | while read -r np flags; do
+    # shellcheck disable=SC2086
+    run_train "$np" $Z --model vit $flags --metrics "$T/z.csv" >/dev/null </dev/null   # mpiexec reads stdin
+    [ "$rc" -eq 0 ] || fail "vit $flags on $np ranks: exit $rc"
+    case "$flags" in *tensor-parallel*)
+        grep -q "tensor-parallel ranks" "$T/out" || fail "vit $flags: the run does not say tensor-parallel ranks" ;;
+    esac
+    same_losses "$T/z1.csv" "$T/z.csv" "vit $flags on $np ranks vs 1 rank"
+done >"$T/vit_runs.log" || { cat "$T/vit_runs.log"; exit 1; }
+cat "$T/vit_runs.log"
+[ "$(grep -c "^ok: vit .* on [24] ranks vs 1 rank" "$T/vit_runs.log")" -eq 7 ] || fail "vit: not every run of the list was checked"
+
+# --- --deterministic with ZeRO-2/3: each use's whole gradient is summed
+# in shard order, so the loss column and the final parameters are the
+# bits of the run without ZeRO, on 1, 2 and 4 ranks
+D="--seed 3 --threads 1 --log-every 1 --batch-size 8 --steps 6 --no-eval --deterministic=4"
+DI="$D --dataset synthetic --synthetic-size 128,16"
+DG="$D --model gpt --dataset text:$T/text.txt --n-layer 2 --n-head 4 --n-embd 32 --seq-len 16"
+bits() {   # bits TAG NP FLAGS...: against $T/bits.ref.{csv,params}
+    tag=$1 np=$2
+    shift 2
+    run_train "$np" "$@" --metrics "$T/bits.csv" --dump-params "$T/bits.params" >/dev/null
+    [ "$rc" -eq 0 ] || fail "$tag on $np ranks: exit $rc"
+    losses "$T/bits.csv" >"$T/bits.loss"
+    [ "$(wc -l <"$T/bits.loss")" -eq 6 ] || fail "$tag: $(wc -l <"$T/bits.loss") losses"
+    cmp -s "$T/bits.ref.loss" "$T/bits.loss" || { paste "$T/bits.ref.loss" "$T/bits.loss"; fail "$tag on $np ranks: other loss bits"; }
+    cmp -s "$T/bits.ref.params" "$T/bits.params" || fail "$tag on $np ranks: other parameter bits"
+    echo "ok: $tag on $np ranks: the reference's loss column and parameters, bit for bit"
+}
+ref() {   # ref NP FLAGS...: the reference run
+    np=$1
+    shift
+    run_train "$np" "$@" --metrics "$T/bits.csv" --dump-params "$T/bits.ref.params" >/dev/null
+    [ "$rc" -eq 0 ] || fail "reference $* on $np ranks: exit $rc"
+    losses "$T/bits.csv" >"$T/bits.ref.loss"
+}
+for model in mlp lenet vit gpt; do
+    case $model in
+        gpt) base=$DG again="--recompute transformer.h.*" ;;
+        lenet) base="$DI --model lenet" again="--recompute conv*" ;;
+        vit) base="$DI --model vit" again="--recompute block*" ;;
+        *) base="$DI --model mlp" again= ;;
+    esac
+    # shellcheck disable=SC2086
+    ref 1 $base
+    # shellcheck disable=SC2086
+    bits "$model --deterministic --zero 2" 2 $base --zero 2
+    grep -q "deterministic: 4 shards summed in order, ZeRO-2" "$T/out" || fail "$model: the run does not say ZeRO-2"
+    # shellcheck disable=SC2086
+    bits "$model --deterministic --zero 3 $again" 4 $base --zero 3 $again
+    # shellcheck disable=SC2086
+    bits "$model --deterministic --zero 3 $again" 1 $base --zero 3 $again
+done
+# at a fixed tensor-parallel degree: 1 and 2 data-parallel rows
+for model in gpt vit; do
+    [ $model = gpt ] && base=$DG || base="$DI --model vit"
+    # shellcheck disable=SC2086
+    ref 2 $base --tensor-parallel 2 --sequence-parallel
+    # shellcheck disable=SC2086
+    bits "$model --deterministic --tensor-parallel 2 --sequence-parallel --zero 3" 4 $base --tensor-parallel 2 \
+        --sequence-parallel --zero 3
+done
+refused 3 "the ViT's 4 heads do not split over 3 tensor-parallel ranks" $Z --model vit --tensor-parallel 3
+refused 2 "--model lenet has no Megatron-style plan" $Z --model lenet --tensor-parallel 2
+trip vit_tp_sp 2 "$IMG --model vit" --tensor-parallel 2 --sequence-parallel --recompute 'block*'
+trip vit_tp_sp_pp 4 "$IMG --model vit" --tensor-parallel 2 --sequence-parallel --pipeline-cuts 2
+grep -q '^  recompute block\*: 2 module(s), block0 block1$' "$T/vit_tp_sp.table" ||
+    { cat "$T/vit_tp_sp.table"; fail "vit: the printed form's recompute line (the blocks, not their insides)"; }
+grep -q '^  activation block\*.attn output tp=S(1): 2 module(s), block0.attn block1.attn$' "$T/vit_tp_sp.table" ||
+    { cat "$T/vit_tp_sp.table"; fail "vit: the printed form's activation lines"; }
 
 # --- bad plans: exit 2 on every rank, within 10 s, naming the fault
 bad() {

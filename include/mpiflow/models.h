@@ -28,7 +28,7 @@ MF_API mf_module *mf_model_lenet(int64_t channels, int64_t h, int64_t w, int64_t
 /* A small vision transformer for square [N, channels, image, image]
  * input (doc/models.md): patch = Conv2d(channels, dim, patch, stride
  * patch) plus a position embedding (patch.pos); depth pre-LayerNorm
- * blocks block0.. of ln_1, attn (qkv = Linear(dim, 3 dim), heads, proj),
+ * blocks block0.. of ln_1, attn (q, k, v = Linear(dim, dim), heads, proj),
  * ln_2 and mlp (fc, GELU, proj); head = LayerNorm, the mean over the
  * patches and fc = Linear(dim, classes). A Sequential of patch, the
  * blocks and head, built with the public API only. */
@@ -37,6 +37,15 @@ typedef struct mf_vit_config {
     int dim, heads, depth, mlp_dim, classes;
 } mf_vit_config;
 MF_API mf_module *mf_model_vit(const mf_vit_config *c);
+/* Appends the ViT's Megatron-style split along mesh dimension tp (NULL:
+ * "tp") to a plan: attn.q/k/v and mlp.fc S(0) (column parallel: whole
+ * heads), attn.proj and mlp.proj weights S(1) (row parallel); the
+ * attention's and the MLP's input B, their outputs and the patch
+ * embedding's in the residual stream's layout (B, or S(1) over the
+ * patches with sequence_parallel), the head's input B. */
+MF_API mf_status mf_vit_add_megatron_rules(mf_plan *plan, const char *tp, bool sequence_parallel);
+/* The attention heads of a model from mf_model_vit; -1 for another. */
+MF_API int mf_vit_heads(const mf_module *vit);
 
 /* GPT-2 (doc/gpt.md), with nanoGPT's parameter names: token and position
  * embeddings, n_layer pre-LayerNorm blocks of causal self-attention and
@@ -114,7 +123,7 @@ typedef struct mf_gpt_pipeline_opts {
     int nstages;
     const int *first;                   /* nstages + 1 cuts over the layers; NULL: balanced */
     mf_placement *const *placements;    /* stage s's ranks */
-    mf_gpt_parallel par;                /* inside every stage (zero 0) */
+    mf_gpt_parallel par;                /* inside every stage (zero 0, or 2/3 with one stage) */
     int micro_batches;
     mf_pipeline_schedule schedule;
     /* deterministic mode's shards (mf_pipeline_opts.shards; 0: off): the

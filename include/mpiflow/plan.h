@@ -115,16 +115,19 @@ MF_API mf_placement *mf_plan_placement(const mf_plan *plan, int first, int nrank
 MF_API mf_status mf_plan_param_sbp(const mf_plan *plan, const mf_placement *p, const char *name, int ndim,
                                    const int64_t *shape, char *sbp, size_t size, int *rule);
 /* Makes every parameter and buffer of model global on p by the rules
- * (mf_module_param_to_global); MF_ERR_ARG naming a rule that matches no
- * parameter. Collective. */
+ * (mf_module_param_to_global) and gives the modules the plan's
+ * activation layouts (mf_plan_apply_activations); MF_ERR_ARG naming a
+ * rule or layout that matches nothing. Collective. */
 MF_API mf_status mf_plan_apply(const mf_plan *plan, mf_module *model, const mf_placement *p);
 /* The same for a pipeline: the parameters under children first[s] ..
  * first[s+1]-1 of seq on stages[s] (the root's own on stage 0). */
 MF_API mf_status mf_plan_apply_pipeline(const mf_plan *plan, mf_module *seq, int nstages, const int *first,
                                         mf_placement *const *stages);
 /* Turns recompute on (mf_module_set_recompute) for every module whose
- * dotted name ("conv2", "transformer.h.3") matches a recompute pattern;
- * MF_ERR_ARG naming a pattern that matches no module. */
+ * dotted name ("conv2", "transformer.h.3") matches a recompute pattern,
+ * outermost first ("block*" also matches block0.attn, which block0's
+ * recompute runs again already); MF_ERR_ARG naming a pattern that
+ * matches no module. */
 MF_API mf_status mf_plan_apply_recompute(const mf_plan *plan, mf_module *model);
 /* Gives every module whose dotted name matches an activation pattern
  * that layout for its input or output (mf_module_input_layout), along
@@ -135,7 +138,8 @@ MF_API mf_status mf_plan_apply_activations(const mf_plan *plan, mf_module *model
  * or whose parameters an earlier rule takes. */
 MF_API mf_status mf_plan_check_rules(const mf_plan *plan, const mf_module *model);
 /* The printed form: the mesh, then every parameter with its shape, the
- * SBP it gets on p and the rule that gave it. */
+ * SBP it gets on p and the rule that gave it, then each activation
+ * layout and recompute pattern with the modules it names. */
 MF_API mf_status mf_plan_print(const mf_plan *plan, const mf_module *model, const mf_placement *p, FILE *f);
 
 #ifdef __cplusplus

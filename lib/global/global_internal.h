@@ -71,6 +71,11 @@ static inline mf_tensor *mfi_local(const mf_tensor *t) { return t->global ? t->g
  * the next backward contribution (grad_state.c). */
 bool mfi_global_grad_synced(const mf_tensor *t);
 mf_status mfi_global_set_grad_synced(const mf_tensor *t, bool on);
+/* The sum of squares of global t's whole gradient, recorded by the
+ * deterministic shard sum with the gradient (dropped with the synced
+ * record); false when none is recorded. */
+mf_status mfi_global_set_grad_sumsq(const mf_tensor *t, double v);
+bool mfi_global_grad_sumsq(const mf_tensor *t, double *v);
 /* "[64,784] S(0) on 0-3": for error messages. */
 char *mfi_global_desc(const mf_tensor *t, char *buf, size_t size);
 
@@ -103,6 +108,16 @@ typedef struct mfi_prefetch mfi_prefetch;
 mfi_prefetch *mfi_gather_start(mf_tensor *w, const mf_nd_sbp *to);
 mf_tensor *mfi_gather_finish(mfi_prefetch *pf, bool transient, double *wait_s, double *coll_s);
 void mfi_prefetch_free(mfi_prefetch *pf);
+/* Deterministic mode (lib/pipeline/shards.c): while a sink is set, a
+ * parameter gathered for use (mfi_use_sunk: g, w gathered with no graph)
+ * gives its local gradient gy (laid out as gsbp) to the sink in backward
+ * instead of reduce-scattering it into w. */
+typedef mf_status (*mfi_use_sink)(void *ctx, mf_tensor *w, mf_tensor *gy, const mf_nd_sbp *gsbp);
+void mfi_set_use_sink(mfi_use_sink fn, void *ctx);
+bool mfi_use_sink_on(void);
+/* g (w gathered, no graph; taken) as the output of an op on w whose
+ * backward hands the gradient to the sink; g itself with no sink. */
+mf_tensor *mfi_use_sunk(mf_tensor *w, mf_tensor *g);
 /* Boxing to nd-SBP s on placement p (differentiable). */
 mf_tensor *mfi_redistribute(mf_tensor *t, const mf_placement *p, const mf_nd_sbp *s);
 /* mf_redistribute_start with a checked nd-SBP (t global, p not NULL). */

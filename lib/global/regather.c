@@ -225,3 +225,57 @@ out:
     mfi_prefetch_free(pf);
     return r;
 }
+
+/* ------------------------------------------------------ deterministic
+ * Under deterministic mode's fixed shard sums (lib/pipeline/shards.c) a
+ * gathered parameter's gradient must not be reduce-scattered as backward
+ * makes it (an order that depends on the rank count): the use's op hands
+ * its whole gradient to the sink instead, which sums the shards' in
+ * shard order and keeps this rank's rows. */
+static mfi_use_sink sink_fn;
+static void *sink_ctx;
+
+void mfi_set_use_sink(mfi_use_sink fn, void *ctx)
+{
+    sink_fn = fn;
+    sink_ctx = ctx;
+}
+
+bool mfi_use_sink_on(void) { return sink_fn != NULL; }
+
+typedef struct sunk_attrs {
+    mf_tensor *full;         /* forward only */
+    mf_tensor *param;        /* the split parameter */
+    mfi_use_sink fn;
+    void *ctx;
+    mf_nd_sbp gsbp;          /* the gradient's layout: the dual of the gathered one */
+} sunk_attrs;
+
+static mf_status sunk_forward(mfi_call *c, mf_tensor **out)
+{
+    *out = mf_tensor_retain(((const sunk_attrs *)c->attrs)->full);
+    return MF_OK;
+}
+
+static mf_status sunk_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
+{
+    const sunk_attrs *a = c->attrs;
+    gx[0] = NULL;
+    return a->fn(a->ctx, a->param, gy, &a->gsbp);
+}
+
+static const mfi_op sunk_op = {"parameter use (deterministic)", MFI_OP_OWN_OUTPUT, NULL, sunk_forward, sunk_backward,
+                               NULL, NULL};
+
+mf_tensor *mfi_use_sunk(mf_tensor *w, mf_tensor *g)
+{
+    mf_tensor *in = w->global ? w->global->local : NULL, *gl = g && g->global ? g->global->local : NULL;
+    if (!sink_fn || !in || !gl) return g;
+    sunk_attrs a = {gl, w, sink_fn, sink_ctx, mfi_nd_sbp_dual(&g->global->sbp)};
+    mfi_meta gm;
+    mfi_meta_of(g, &gm);
+    mf_tensor *ol = mfi_apply(&sunk_op, 1, &in, &a, sizeof a);
+    mf_tensor *r = ol ? mfi_global_wrap(ol, g->global->placement, &g->global->sbp, &gm, w->requires_grad) : NULL;
+    mf_tensor_destroy(g);
+    return r;
+}

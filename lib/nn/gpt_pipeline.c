@@ -111,8 +111,17 @@ static mf_tensor *pipeline_loss(const char *fn, mf_tensor *hidden, mf_tensor *ta
         mfi_error(MF_ERR_ARG, "%s: the user argument is not a GPT", fn);
         return NULL;
     }
-    mf_tensor *w = par->head ? par->head : mf_module_get(gpt, "transformer.wte.weight");
-    return mfi_gpt_head_loss(hidden, w, targets, r);
+    if (par->head) return mfi_gpt_head_loss(hidden, par->head, targets, r);
+    /* the tied weight, gathered for this use under ZeRO (as mf_gpt_loss) */
+    mf_module *t = mf_module_child(gpt, "transformer"), *we = t ? mf_module_child(t, "wte") : NULL;
+    if (!we) {
+        mfi_error(MF_ERR_ARG, "%s: the GPT has no transformer.wte", fn);
+        return NULL;
+    }
+    mf_tensor *loss = mf_module_use_begin(we) == MF_OK
+                          ? mfi_gpt_head_loss(hidden, mf_module_param(we, "weight"), targets, r) : NULL;
+    mf_module_use_end(we);
+    return loss;
 }
 
 mf_tensor *mf_gpt_pipeline_loss(mf_tensor *hidden, mf_tensor *targets, void *gpt)
@@ -166,7 +175,7 @@ mf_pipeline *mf_gpt_pipeline_create(mf_module *gpt, const mf_gpt_pipeline_opts *
         return NULL;
     }
     const int L = mf_gpt_config_of(gpt)->n_layer, P = o->nstages;
-    if (o->par.zero) {
+    if (o->par.zero && P > 1) {
         mfi_error(MF_ERR_ARG, "%s: ZeRO-%d splits parameters over the data-parallel ranks; pipeline stages keep "
                   "theirs whole (ZeRO-1, mf_optim_set_zero, shards the optimizer state inside each stage)", fn,
                   o->par.zero);

@@ -19,6 +19,10 @@
  * still unused, so the end of one forward does not fetch the start of
  * the next (whose parameters the optimizer is about to change); a gather
  * of bytes changed since it started is dropped too.
+ *
+ * Deterministic mode sets a sink (lib/pipeline/shards.c): then the
+ * gathered copy has no graph to the split parameter, and each use's
+ * whole gradient goes to the sink, which sums the shards in order.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,7 +128,7 @@ static void start(mf_module *m)
 }
 
 /* parameter i of m gathered for use (a new reference) */
-static mf_tensor *gathered(mf_module *m, int i, bool again)
+static mf_tensor *gathered_(mf_module *m, int i, bool again)
 {
     use_param *q = &m->use->p[i];
     mf_tensor *w = m->params[i].t;
@@ -140,6 +144,17 @@ static mf_tensor *gathered(mf_module *m, int i, bool again)
     gather_s += mf_time() - t0;
     wait_s += mf_time() - t0;
     return g;
+}
+
+/* with deterministic mode's sink, the gather has no graph and the use's
+ * gradient goes to the sink (mfi_use_sunk) */
+static mf_tensor *gathered(mf_module *m, int i, bool again)
+{
+    if (!mfi_use_sink_on()) return gathered_(m, i, again);
+    bool prev = mf_set_grad_enabled(false);
+    mf_tensor *g = gathered_(m, i, again);
+    mf_set_grad_enabled(prev);
+    return g && prev ? mfi_use_sunk(m->params[i].t, g) : g;
 }
 
 static void put_back(mf_module *m)

@@ -6,7 +6,7 @@
  * a LayerNorm, the mean over the patches and a Linear head.
  *
  * Every part is a module run by mf_module_forward, so a plan reaches all
- * of them by name (patch, block0.attn.qkv, head.fc, ...): ZeRO-2/3
+ * of them by name (patch, block0.attn.q, head.fc, ...): ZeRO-2/3
  * gathers each Linear's parameters for its own forward, recompute takes
  * any block, and the model is a Sequential of patch, block0.. and head
  * that a pipeline cuts between blocks.
@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "mpiflow.h"
 #include "base/error.h"   /* mfi_error, for a bad configuration */
 
@@ -42,24 +43,30 @@ static mf_status patch_reset(mf_module *m, const char *prefix, uint64_t seed)
 static const mf_module_ops patch_ops = {"PatchEmbedding", patch_forward, patch_reset, NULL, NULL};
 
 /* ---------------------------------------------------------- attention */
-/* part i (0 q, 1 k, 2 v) of qkv [B, N, 3, H, d] as [B, H, N, d] */
-static mf_tensor *head_view(mf_tensor *qkv, int i)
+/* the heads of x [B, N, D] as [B, H, N, d]: with the projection split
+ * over its output features (tensor parallel), whole heads on each rank */
+static mf_tensor *heads_of(mf_tensor *x, int64_t H)
 {
-    mf_tensor *s = mf_narrow(qkv, 2, i, 1), *p = s ? mf_permute(s, (const int[]){0, 2, 3, 1, 4}) : NULL;
-    const int64_t *sh = p ? mf_tensor_shape(p) : NULL;   /* [B, 1, H, N, d] */
-    mf_tensor *r = p ? mf_reshape(p, 4, (const int64_t[]){sh[0], sh[2], sh[3], sh[4]}) : NULL;
-    mf_tensor_destroy(s);
-    mf_tensor_destroy(p);
-    return r;
+    const int64_t *s = mf_tensor_shape(x);
+    mf_tensor *r = mf_reshape(x, 4, (const int64_t[]){s[0], s[1], H, s[2] / H});
+    mf_tensor *p = r ? mf_permute(r, (const int[]){0, 2, 1, 3}) : NULL;
+    mf_tensor_destroy(r);
+    return p;
+}
+
+static mf_tensor *project_heads(mf_module *m, const char *name, mf_tensor *x, int64_t H)
+{
+    mf_tensor *y = mf_module_forward(mf_module_child(m, name), x), *h = y ? heads_of(y, H) : NULL;
+    mf_tensor_destroy(y);
+    return h;
 }
 
 static mf_tensor *attn_forward(mf_module *m, mf_tensor *x)
 {
     const int H = ((const attn_priv *)mf_module_priv(m))->heads;
     const int64_t *xs = mf_tensor_shape(x), B = xs[0], N = xs[1], D = xs[2], d = D / H;
-    mf_tensor *qkv = mf_module_forward(mf_module_child(m, "qkv"), x);   /* [B, N, 3D] */
-    mf_tensor *r = qkv ? mf_reshape(qkv, 5, (const int64_t[]){B, N, 3, H, d}) : NULL;
-    mf_tensor *q = r ? head_view(r, 0) : NULL, *k = q ? head_view(r, 1) : NULL, *v = k ? head_view(r, 2) : NULL;
+    mf_tensor *q = project_heads(m, "q", x, H), *k = q ? project_heads(m, "k", x, H) : NULL;
+    mf_tensor *v = k ? project_heads(m, "v", x, H) : NULL;
     mf_tensor *s = v ? mf_matmul_t(q, k, false, true) : NULL;           /* [B, H, N, N] */
     mf_tensor *ss = s ? mf_scale(s, 1.0 / sqrt((double)d)) : NULL;
     mf_tensor *a = ss ? mf_softmax(ss, 3) : NULL;
@@ -67,7 +74,7 @@ static mf_tensor *attn_forward(mf_module *m, mf_tensor *x)
     mf_tensor *t = o ? mf_permute(o, (const int[]){0, 2, 1, 3}) : NULL;
     mf_tensor *c = t ? mf_reshape(t, 3, (const int64_t[]){B, N, D}) : NULL;
     mf_tensor *y = c ? mf_module_forward(mf_module_child(m, "proj"), c) : NULL;
-    mf_tensor *tmp[] = {qkv, r, q, k, v, s, ss, a, o, t, c};
+    mf_tensor *tmp[] = {q, k, v, s, ss, a, o, t, c};
     for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) mf_tensor_destroy(tmp[i]);
     return y;
 }
@@ -128,7 +135,7 @@ static mf_module *block(const mf_vit_config *c)
     if (!a) free(ap);
     else ap->heads = c->heads;
     mf_status st = b && a && mlp ? MF_OK : MF_ERR_NOMEM;
-    if (st == MF_OK) st = add(a, "qkv", mf_linear_create(c->dim, 3 * (int64_t)c->dim, true));
+    for (int i = 0; i < 3 && st == MF_OK; i++) st = add(a, (const char *[]){"q", "k", "v"}[i], mf_linear_create(c->dim, c->dim, true));
     if (st == MF_OK) st = add(a, "proj", mf_linear_create(c->dim, c->dim, true));
     if (st == MF_OK) st = mf_sequential_add(mlp, "fc", mf_linear_create(c->dim, c->mlp_dim, true));
     if (st == MF_OK) st = mf_sequential_add(mlp, "gelu", mf_gelu_create());
@@ -195,3 +202,37 @@ mf_module *mf_model_vit(const mf_vit_config *c)
     }
     return seq;
 }
+
+mf_status mf_vit_add_megatron_rules(mf_plan *plan, const char *tp, bool sequence_parallel)
+{
+    static const char *const rules[][2] = {{"*.attn.q.*", "S(0)"},     {"*.attn.k.*", "S(0)"},
+                                           {"*.attn.v.*", "S(0)"},     {"*.attn.proj.weight", "S(1)"},
+                                           {"*.mlp.fc.*", "S(0)"},     {"*.mlp.proj.weight", "S(1)"}};
+    char sbp[64], b[64], res[64];
+    mf_status st = MF_OK;
+    for (size_t i = 0; i < sizeof rules / sizeof *rules && st == MF_OK; i++) {
+        snprintf(sbp, sizeof sbp, "%s=%s", tp ? tp : "tp", rules[i][1]);
+        st = mf_plan_add_rule(plan, rules[i][0], sbp);
+    }
+    snprintf(b, sizeof b, "%s=B", tp ? tp : "tp");
+    snprintf(res, sizeof res, "%s=%s", tp ? tp : "tp", sequence_parallel ? "S(1)" : "B");
+    if (st == MF_OK) st = mf_plan_add_activation(plan, "patch", true, res);
+    if (st == MF_OK) st = mf_plan_add_activation(plan, "block*.attn", false, b);
+    if (st == MF_OK) st = mf_plan_add_activation(plan, "block*.attn", true, res);
+    if (st == MF_OK) st = mf_plan_add_activation(plan, "block*.mlp", false, b);
+    if (st == MF_OK) st = mf_plan_add_activation(plan, "block*.mlp", true, res);
+    if (st == MF_OK) st = mf_plan_add_activation(plan, "head", false, b);
+    return st;
+}
+
+static int heads_under(const mf_module *m)
+{
+    if (!strcmp(mf_module_type(m), "SelfAttention")) return ((const attn_priv *)mf_module_priv(m))->heads;
+    for (int i = 0; i < mf_module_num_children(m); i++) {
+        int h = heads_under(mf_module_child_at(m, i));
+        if (h > 0) return h;
+    }
+    return -1;
+}
+
+int mf_vit_heads(const mf_module *vit) { return vit ? heads_under(vit) : -1; }

@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include "lib/optim/optim_internal.h"
+#include "lib/global/global_internal.h"
 
 mf_status mf_clip_grad_norm(const mf_tensor_list *params, double max_norm, double *total_norm)
 {
@@ -16,7 +17,12 @@ mf_status mf_clip_grad_norm(const mf_tensor_list *params, double max_norm, doubl
     mf_status st = MF_OK;
     for (int i = 0; i < params->n && st == MF_OK; i++) {
         mf_tensor *g = mf_tensor_grad(params->items[i].tensor);
+        double whole;
         if (!g) continue;
+        if (mfi_global_grad_sumsq(params->items[i].tensor, &whole)) {   /* deterministic ZeRO: of the summed whole */
+            sq += whole;
+            continue;
+        }
         mf_tensor *s = mfi_reduce(MFI_RED_SUMSQ, g, 0, NULL, false);
         if (!s) st = mf_last_status();
         else sq += mf_tensor_item(s);

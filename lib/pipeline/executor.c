@@ -747,7 +747,9 @@ mf_status mf_pipeline_train_step(mf_pipeline *pp, mf_tensor *const *x, mf_tensor
     mf_memory_reset_peak();
     double t0 = mf_time();
     st = mf_agree(st);
+    if (pp->V) mfi_shards_sink(pp->shards, true);
     if (st == MF_OK) st = execute(&r, ops, 2 * pp->M);
+    if (pp->V) mfi_shards_sink(pp->shards, false);
     mf_rng_set_draws(r.base + 1);   /* one draw, as the whole model's forward takes */
     double t1 = mf_time();
     mf_memory_get_stats(&m1);

@@ -16,6 +16,10 @@ void mfi_shards_destroy(mfi_shards *s);
 /* Moves each parameter's gradient into slot j (this rank's j-th shard)
  * and clears it. */
 mf_status mfi_shards_stash(mfi_shards *s, int j);
+/* While on, the uses of ZeRO-split parameters hand their whole
+ * gradients to s (mfi_use_sunk), which stashes and sums them as the
+ * others' and keeps this rank's rows. */
+void mfi_shards_sink(mfi_shards *s, bool on);
 /* Each parameter's gradient becomes the sum over the V shards in shard
  * order (then boxed to the parameter's layout over the other mesh
  * dimensions); collective over the stage. */

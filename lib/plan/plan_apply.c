@@ -193,7 +193,8 @@ mf_status mf_plan_apply(const mf_plan *p, mf_module *model, const mf_placement *
 {
     if (!p || !model || !pl) MF_FAIL(MF_ERR_ARG, "mf_plan_apply: NULL argument");
     MF_TRY(mf_plan_check_rules(p, model));
-    return apply_range(p, model, 0, mf_module_num_children(model), true, pl);
+    MF_TRY(apply_range(p, model, 0, mf_module_num_children(model), true, pl));
+    return mf_plan_apply_activations(p, model);
 }
 
 mf_status mf_plan_apply_pipeline(const mf_plan *p, mf_module *seq, int nstages, const int *first,
@@ -204,12 +205,12 @@ mf_status mf_plan_apply_pipeline(const mf_plan *p, mf_module *seq, int nstages, 
     for (int s = 0; s < nstages; s++)
         if (apply_range(p, seq, first[s], first[s + 1], s == 0, stages[s]) != MF_OK)
             return mfi_error_context("pipeline stage %d", s);
-    return MF_OK;
+    return mf_plan_apply_activations(p, seq);
 }
 
 /* marks the modules under m (dotted name prefix) that match a recompute
  * pattern; counts each pattern's matches */
-static mf_status mark_recompute(const mf_plan *p, mf_module *m, const char *prefix, int *hits)
+static mf_status mark_recompute(const mf_plan *p, mf_module *m, const char *prefix, bool under, int *hits)
 {
     for (int i = 0; i < mf_module_num_children(m); i++) {
         char name[512];
@@ -218,8 +219,9 @@ static mf_status mark_recompute(const mf_plan *p, mf_module *m, const char *pref
         bool on = false;
         for (int k = 0; k < p->nrecompute; k++)
             if (mf_plan_match(p->recompute[k], name)) on = true, hits[k]++;
-        if (on) MF_TRY(mf_module_set_recompute(c, true));
-        MF_TRY(mark_recompute(p, c, name, hits));
+        /* a module inside a recomputed one is run again with it already */
+        if (on && !under) MF_TRY(mf_module_set_recompute(c, true));
+        MF_TRY(mark_recompute(p, c, name, under || on, hits));
     }
     return MF_OK;
 }
@@ -230,7 +232,7 @@ mf_status mf_plan_apply_recompute(const mf_plan *p, mf_module *model)
     if (!p->nrecompute) return MF_OK;
     int *hits = calloc((size_t)p->nrecompute, sizeof *hits);
     if (!hits) MF_FAIL(MF_ERR_NOMEM, "mf_plan_apply_recompute: out of memory");
-    mf_status st = mark_recompute(p, model, "", hits);
+    mf_status st = mark_recompute(p, model, "", false, hits);
     for (int k = 0; k < p->nrecompute && st == MF_OK; k++)
         if (!hits[k]) {
             char names[300] = "";
@@ -281,6 +283,26 @@ mf_status mf_plan_apply_activations(const mf_plan *p, mf_module *model)
     return st;
 }
 
+/* the dotted names of the modules under m that match pattern (with
+ * outermost, not those inside one that does), joined into buf
+ * (truncated with "..."), and their count */
+static void modules_matching(const mf_module *m, const char *prefix, const char *pattern, bool outermost, char *buf,
+                             size_t size, int *hits)
+{
+    for (int i = 0; i < mf_module_num_children(m); i++) {
+        char name[512];
+        mfi_join_name(prefix, mf_module_child_name(m, i), name, sizeof name);
+        if (mf_plan_match(pattern, name)) {
+            size_t k = strlen(buf);
+            if (k + strlen(name) + 8 < size) snprintf(buf + k, size - k, "%s%s", k ? " " : "", name);
+            else if (k + 4 < size && !strstr(buf, "...")) snprintf(buf + k, size - k, " ...");
+            (*hits)++;
+            if (outermost) continue;
+        }
+        modules_matching(mf_module_child_at(m, i), name, pattern, outermost, buf, size, hits);
+    }
+}
+
 mf_status mf_plan_print(const mf_plan *p, const mf_module *model, const mf_placement *pl, FILE *f)
 {
     if (!p || !model || !pl || !f) MF_FAIL(MF_ERR_ARG, "mf_plan_print: NULL argument");
@@ -324,5 +346,18 @@ mf_status mf_plan_print(const mf_plan *p, const mf_module *model, const mf_place
                 l->items[i].kind == MF_ENTRY_BUFFER ? " (buffer)" : "");
     }
     mf_tensor_list_destroy(l);
+    for (int k = 0; k < p->nacts && st == MF_OK; k++) {
+        char names[160] = "";
+        int hits = 0;
+        modules_matching(model, "", p->acts[k].module, false, names, sizeof names, &hits);
+        fprintf(f, "  activation %s %s %s: %d module(s)%s%s\n", p->acts[k].module, p->acts[k].output ? "output" : "input",
+                p->acts[k].sbp, hits, hits ? ", " : "", names);
+    }
+    for (int k = 0; k < p->nrecompute && st == MF_OK; k++) {
+        char names[160] = "";
+        int hits = 0;
+        modules_matching(model, "", p->recompute[k], true, names, sizeof names, &hits);
+        fprintf(f, "  recompute %s: %d module(s)%s%s\n", p->recompute[k], hits, hits ? ", " : "", names);
+    }
     return st;
 }
