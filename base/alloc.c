@@ -29,7 +29,7 @@
 #define ALIGN 64
 #define MIN_CLASS_BYTES 256
 #define NCLASSES (64 * 4)
-#define NDEV 2
+#define NDEV 3   /* cpu, cuda, meta */
 
 typedef struct node { void *p; struct node *next; } node;
 

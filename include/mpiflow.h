@@ -24,5 +24,6 @@
 #include "mpiflow/trace.h"
 #include "mpiflow/pipeline.h"
 #include "mpiflow/plan.h"
+#include "mpiflow/graph.h"
 
 #endif

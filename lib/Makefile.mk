@@ -19,12 +19,14 @@ lib_libmf_core_la_SOURCES = \
 	lib/io/idx.c lib/io/zfile.c lib/io/dataset.c lib/io/tokens.c lib/io/safetensors.c lib/io/loader.c lib/io/h5util.c lib/io/ckpt.c lib/io/ckpt_load.c lib/io/ckpt_layout.c lib/io/ckpt_check.c lib/io/ckpt_file.c \
 	lib/global/placement.c lib/global/sbp.c lib/global/gtensor.c lib/global/boxing.c \
 	lib/global/signature.c lib/global/apply.c lib/global/inplace.c lib/global/grad_state.c lib/global/regather.c \
-	lib/plan/plan.c lib/plan/plan_json.c lib/plan/plan_apply.c
+	lib/plan/plan.c lib/plan/plan_json.c lib/plan/plan_apply.c \
+	lib/graph/cost.c lib/graph/meta.c lib/graph/graph.c
 libmpiflow_la_LIBADD += lib/libmf_core.la
 noinst_HEADERS += lib/internal.h lib/nn/nn_internal.h \
-	lib/optim/optim_internal.h lib/optim/optim_state.h lib/optim/buckets.h lib/global/global_internal.h lib/io/h5util.h lib/io/ckpt_check.h lib/io/ckpt_internal.h lib/io/dataset_internal.h lib/plan/plan_internal.h
+	lib/optim/optim_internal.h lib/optim/optim_state.h lib/optim/buckets.h lib/global/global_internal.h lib/io/h5util.h lib/io/ckpt_check.h lib/io/ckpt_internal.h lib/io/dataset_internal.h lib/plan/plan_internal.h \
+	lib/graph/graph_internal.h
 mpiflowinc_HEADERS += include/mpiflow/status.h include/mpiflow/runtime.h include/mpiflow/tensor.h \
 	include/mpiflow/ops.h include/mpiflow/autograd.h include/mpiflow/nn.h include/mpiflow/optim.h \
 	include/mpiflow/data.h include/mpiflow/models.h \
 	include/mpiflow/global.h include/mpiflow/ckpt.h include/mpiflow/coll.h include/mpiflow/trace.h \
-	include/mpiflow/pipeline.h include/mpiflow/plan.h
+	include/mpiflow/pipeline.h include/mpiflow/plan.h include/mpiflow/graph.h

@@ -251,6 +251,9 @@ static mf_status run_node(mfi_node *nd, bool retain, bool sync, leaf_table *leav
     mf_tensor **gx = calloc((size_t)(c->n_in > 0 ? c->n_in : 1), sizeof *gx);
     if (!gx) MF_FAIL(MF_ERR_NOMEM, "mf_backward: out of memory");
     mf_status st = MF_OK;
+    /* the step graph counts the backward and the sums of its gradients
+     * as the differentiated op's */
+    int prev_graph = c->graph_op ? mfi_graph_backward_enter(c->graph_op) : 0;
     if (nd->grad) {
         /* the gradients and their temporaries go to the device of gy */
         int prev_dev = mfi_device_push(mf_tensor_device(nd->grad));
@@ -283,6 +286,7 @@ static mf_status run_node(mfi_node *nd, bool retain, bool sync, leaf_table *leav
         }
     }
     free(gx);
+    if (c->graph_op) mfi_graph_backward_leave(prev_graph);
     mf_tensor_destroy(nd->grad);
     nd->grad = NULL;
     if (!retain) {

@@ -28,6 +28,7 @@ const char *mf_device_name(mf_device_type d)
     switch (d) {
     case MF_DEV_CPU: return "cpu";
     case MF_DEV_CUDA: return "cuda";
+    case MF_DEV_META: return "meta";
     default: return "?";
     }
 }
@@ -85,6 +86,7 @@ const mfi_backend *mfi_backend_for(mf_device_type dev)
         mfi_error(MF_ERR_BACKEND, "CUDA is unavailable: %s", cuda_why);
         return NULL;
     }
+    if (dev == MF_DEV_META) return mfi_meta_backend();
     mfi_error(MF_ERR_ARG, "unknown device type %d", (int)dev);
     return NULL;
 }
@@ -106,6 +108,8 @@ const char *mf_device_describe(mf_device_type dev, char *buf, size_t size)
             snprintf(buf, size, "cuda: %s; MPI %s", cuda_desc,
                      mfi_coll_cuda_aware() ? "takes GPU buffers (CUDA-aware)" : "gets GPU data through pinned host buffers");
         else snprintf(buf, size, "cuda: unavailable (%s)", cuda_why);
+    } else if (dev == MF_DEV_META) {
+        snprintf(buf, size, "meta: shapes only (no data; kernels counted)");
     } else {
         snprintf(buf, size, "cpu: %d thread(s)", mf_threads());
     }
@@ -199,15 +203,20 @@ mf_status mfi_copy_across(mf_tensor *dst, const mf_tensor *src)
         MFI_KERNEL(st, MF_PROF_OTHER, mfi_backend_of(dst), copy, &o, &i);
         return st;
     }
-    /* contiguous, dst's dtype, on the source device; then one transfer;
-     * then into dst's layout on its device */
+    /* contiguous, dst's dtype, on the source device (src itself when it
+     * is); then one transfer; then into dst's layout on its device */
     mf_tensor *a = NULL, *b = NULL;
-    int prev = mfi_device_push(sd);
-    a = mfi_tensor_new(dst->dtype, src->ndim, src->shape);
-    mfi_device_pop(prev);
-    if (!a) return mf_last_status();
-    mfi_view av = mfi_view_of(a), sv = mfi_view_of(src);
-    MFI_KERNEL(st, MF_PROF_OTHER, mfi_backend_of(a), copy, &av, &sv);
+    int prev;
+    if (src->dtype == dst->dtype && mf_tensor_is_contiguous(src)) {
+        a = mf_tensor_retain((mf_tensor *)src);
+    } else {
+        prev = mfi_device_push(sd);
+        a = mfi_tensor_new(dst->dtype, src->ndim, src->shape);
+        mfi_device_pop(prev);
+        if (!a) return mf_last_status();
+        mfi_view av = mfi_view_of(a), sv = mfi_view_of(src);
+        MFI_KERNEL(st, MF_PROF_OTHER, mfi_backend_of(a), copy, &av, &sv);
+    }
     size_t nbytes = mf_tensor_nbytes(a);
     if (st == MF_OK && mf_tensor_is_contiguous(dst)) {
         st = transfer(sd, dd, mf_tensor_data(dst), mf_tensor_data(a), nbytes);

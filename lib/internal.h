@@ -37,6 +37,7 @@ typedef struct mfi_storage {
     uint32_t version;        /* bumped by every in-place write */
     mf_device_type device;
     mfi_rebuild *rebuild;    /* bytes made again on demand, or NULL */
+    int64_t id;              /* a serial number: the step graph's value id */
 } mfi_storage;
 
 struct mfi_node;
@@ -162,10 +163,29 @@ mf_tensor *mfi_conv_image(mf_tensor *t, const mfi_conv2d *g, int which, bool *ow
 /* ------------------------------------------------------------- profiling */
 extern bool mfi_prof_on;
 void mfi_prof_add(mf_prof_class c, double seconds);
-/* Floating-point operations of one GEMM (2·m·n·k per matrix) and one
- * convolution pass (2 per multiply-add), counted when profiling. */
-void mfi_prof_gemm_flops(const mfi_gemm *g);
-void mfi_prof_conv_flops(const mfi_conv2d *p);
+
+/* What each kernel call costs (lib/graph/cost.c): one function per
+ * kernel of the set, with its arguments, that reports the call's
+ * floating-point operations and bytes to mfi_cost_note under the class
+ * in mfi_cost_cls. The meta device's kernels are these; MFI_KERNEL calls
+ * them after a real kernel when profiling or recording a graph. */
+typedef struct mfi_cost_fns {
+#define MFI_COST_FN(name, args) mf_status(*name) args;
+    MFI_KERNELS(MFI_COST_FN)
+#undef MFI_COST_FN
+} mfi_cost_fns;
+extern const mfi_cost_fns mfi_cost_table;
+extern _Thread_local mf_prof_class mfi_cost_cls;
+/* Adds one call's cost to the profiler and to the open graph. */
+void mfi_cost_note(int kernel, mf_prof_class cls, double flops, double bytes);
+/* Output positions times kernel taps along one dimension that land on
+ * the input (a tap on the zero padding multiplies nothing). */
+double mfi_cost_conv_taps(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad, int64_t dil);
+/* The meta device's backend (lib/graph/meta.c), made on first use. */
+const mfi_backend *mfi_meta_backend(void);
+/* The step graph open on this thread (lib/graph/graph.c), or NULL. */
+extern _Thread_local struct mf_graph *mfi_graph_rec;
+void mfi_graph_kernel(int kernel, mf_prof_class cls, double flops, double bytes);
 
 /* The kernels of the table, numbered in MFI_KERNELS order, and the calls
  * of each per device type (mf_kernel_calls): the parity tests read them
@@ -173,7 +193,8 @@ void mfi_prof_conv_flops(const mfi_conv2d *p);
 #define MFI_KERNEL_ENUM(name, args) MFI_K_##name,
 enum { MFI_KERNELS(MFI_KERNEL_ENUM) MFI_K_COUNT };
 #undef MFI_KERNEL_ENUM
-extern _Atomic int64_t mfi_kernel_calls[2][MFI_K_COUNT];
+#define MFI_DEV_COUNT 3   /* cpu, cuda, meta */
+extern _Atomic int64_t mfi_kernel_calls[MFI_DEV_COUNT][MFI_K_COUNT];
 
 /* Calls a backend hook (a kernel, or one of the table's other calls):
  * fails if the backend lacks it, times it if profiling. */
@@ -192,9 +213,12 @@ extern _Atomic int64_t mfi_kernel_calls[2][MFI_K_COUNT];
 /* Calls kernel kern of MFI_KERNELS as MFI_HOOK does, and counts the call. */
 #define MFI_KERNEL(st, cls, be, kern, ...)                                               \
     do {                                                                                 \
-        atomic_fetch_add_explicit(&mfi_kernel_calls[(be)->device != MF_DEV_CPU][MFI_K_##kern], 1, \
+        atomic_fetch_add_explicit(&mfi_kernel_calls[(be)->device][MFI_K_##kern], 1,      \
                                   memory_order_relaxed);                                 \
+        mfi_cost_cls = (cls);                                                            \
         MFI_HOOK(st, cls, be, kern, __VA_ARGS__);                                        \
+        if ((mfi_prof_on || mfi_graph_rec) && (be)->device != MF_DEV_META && (st) == MF_OK) \
+            (void)mfi_cost_table.kern(__VA_ARGS__);                                      \
     } while (0)
 
 /* --------------------------------------------------------------- random */
@@ -282,6 +306,7 @@ struct mf_custom_ctx {
      * and the nd-SBP chosen for each input (NULL on local tensors) */
     const struct mf_placement *placement;
     const mf_nd_sbp *in_sbp;
+    int graph_op;             /* its entry in the step graph being recorded, or 0 */
 };
 
 enum {
@@ -338,6 +363,17 @@ int mfi_sig_elementwise(const mfi_call *c, mfi_sig *sigs, int cap, int partial);
 /* Output block -> the global index of its first element, for ops whose
  * random streams follow the global element index (valid for row blocks). */
 int64_t mfi_box_first_index(const mfi_meta *gm, const mfi_box *b);
+
+/* The step graph's hooks (lib/graph/graph.c), no-ops unless a graph is
+ * being recorded on this thread: an op's application (its entry id, 0
+ * for none; then its output and saved tensors), an autograd node's
+ * backward (returns what to give _leave), a module's forward. */
+int mfi_graph_op_begin(const mfi_op *op, int n_in, mf_tensor *const *in, const void *attrs, size_t attrs_size);
+void mfi_graph_op_end(int id, const mf_tensor *out, const mfi_call *c);
+int mfi_graph_backward_enter(int id);
+void mfi_graph_backward_leave(int prev);
+void mfi_graph_module_enter(const mf_module *m);
+void mfi_graph_module_leave(void);
 
 /* Runs op on inputs (borrowed) and records it if needed. attrs (of
  * attrs_size bytes) is copied. Returns a new reference or NULL. */

@@ -152,6 +152,7 @@ static mf_tensor *apply_local(const mfi_op *op, int n_in, mf_tensor *const *in, 
 
     mf_tensor *out = NULL;
     mf_status st = MF_OK;
+    if (mfi_graph_rec) c.graph_op = mfi_graph_op_begin(op, n_in, in, attrs, attrs_size);
     if (op->infer) MF_TRY_OUT(op->infer(&c, &c.out_meta));
     if (!(op->flags & MFI_OP_OWN_OUTPUT)) {
         out = mfi_tensor_new(c.out_meta.dtype, c.out_meta.ndim, c.out_meta.shape);
@@ -169,6 +170,7 @@ static mf_tensor *apply_local(const mfi_op *op, int n_in, mf_tensor *const *in, 
             if (!out) MF_TRY_OUT(mf_last_status());
             break;
         }
+    if (c.graph_op) mfi_graph_op_end(c.graph_op, out, &c);
     if (c.recording) {
         if (!mf_dtype_is_float(out->dtype)) {
             c.recording = false;
@@ -178,6 +180,7 @@ static mf_tensor *apply_local(const mfi_op *op, int n_in, mf_tensor *const *in, 
         }
     }
 out:
+    if (st != MF_OK && c.graph_op) mfi_graph_op_end(c.graph_op, NULL, NULL);
     mfi_call_free_saved(&c);
     free(block);
     if (st != MF_OK) {

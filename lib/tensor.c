@@ -50,6 +50,8 @@ static mf_status check_shape(const char *fn, int ndim, const int64_t *shape)
     return MF_OK;
 }
 
+static _Atomic int64_t storage_serial;   /* the step graph's value ids */
+
 static mfi_storage *storage_new(mf_device_type dev, size_t nbytes)
 {
     mfi_storage *s = calloc(1, sizeof *s);
@@ -62,6 +64,7 @@ static mfi_storage *storage_new(mf_device_type dev, size_t nbytes)
     s->nbytes = nbytes ? nbytes : 1;
     s->refcount = 1;
     s->device = dev;
+    s->id = ++storage_serial;
     return s;
 }
 
@@ -185,7 +188,7 @@ const mfi_backend *mfi_backend_of(const mf_tensor *t)
     /* the storage exists, so the CUDA backend has started */
     if (t->storage && t->storage->device == MF_DEV_CUDA) return &mfi_cuda_backend;
 #endif
-    (void)t;
+    if (t->storage && t->storage->device == MF_DEV_META) return mfi_meta_backend();
     return &mfi_cpu_backend;
 }
 

@@ -97,11 +97,16 @@ MF_API bool mf_profile_enabled(void);
 MF_API void mf_profile_reset(void);
 /* Seconds accumulated in one class and the number of kernel calls. */
 MF_API double mf_profile_seconds(mf_prof_class c, int64_t *calls);
-/* Floating-point operations done in a class: GEMMs and convolutions
- * count 2 per multiply-add (0 for the other classes); a convolution's
- * taps on the zero padding are not counted, as they multiply nothing. With
- * mf_profile_seconds, the rate a kernel class ran at inside training. */
+/* Floating-point operations done in a class: GEMMs, convolutions and
+ * fused attention count 2 per multiply-add (a convolution's taps on the
+ * zero padding are not counted, as they multiply nothing; attention
+ * counts its causal half), the other kernels their arithmetic per
+ * element (doc/planning.md lists it). With mf_profile_seconds, the rate
+ * a kernel class ran at inside training. */
 MF_API double mf_profile_flops(mf_prof_class c);
+/* Bytes the kernels of a class read and wrote (each operand once; a
+ * broadcast operand its distinct elements), counted as mf_profile_flops. */
+MF_API double mf_profile_bytes(mf_prof_class c);
 MF_API const char *mf_profile_class_name(mf_prof_class c);
 /* The backend kernel table (doc/extending.md): the name of kernel i
  * ("gemm", "attention_fwd", ...; i from 0, NULL past the last), and how

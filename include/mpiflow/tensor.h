@@ -26,7 +26,9 @@ extern "C" {
 
 #define MF_MAX_DIMS 8
 
-typedef enum mf_device_type { MF_DEV_CPU = 0, MF_DEV_CUDA } mf_device_type;
+/* MF_DEV_META: tensors with shapes and no bytes, whose kernels only
+ * count their cost (mpiflow/graph.h) */
+typedef enum mf_device_type { MF_DEV_CPU = 0, MF_DEV_CUDA, MF_DEV_META } mf_device_type;
 
 typedef struct mf_tensor mf_tensor;
 

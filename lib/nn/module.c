@@ -183,6 +183,7 @@ mf_tensor *mf_module_forward(mf_module *m, mf_tensor *x)
     if (mfi_check_input(mf_module_type(m), "input", x) != MF_OK) return NULL;
     /* its own random scope: its draws do not depend on its neighbours' */
     mfi_rng_scope saved = mfi_rng_enter(mfi_rng_next_key(), 0);
+    if (mfi_graph_rec) mfi_graph_module_enter(m);
     /* recompute: keep only x; backward runs the forward again from it
      * (with this scope's random state, so dropout draws the same masks).
      * Not for an input that needs no gradient (a first layer's): its
@@ -191,6 +192,7 @@ mf_tensor *mf_module_forward(mf_module *m, mf_tensor *x)
     mf_tensor *in = mf_module_input_layout(m, mf_tensor_retain(x));
     mf_tensor *y = !in ? NULL : again ? mf_recompute(forward_fn, m, 1, &in) : run_forward(m, in);
     mf_tensor_destroy(in);
+    if (mfi_graph_rec) mfi_graph_module_leave();
     mfi_rng_leave(saved);
     return mf_module_output_layout(m, y);
 }

@@ -170,6 +170,7 @@ static void put_back(mf_module *m)
 
 mf_status mf_module_use_begin(mf_module *m)
 {
+    if (mfi_graph_rec) mfi_graph_module_enter(m);   /* the step graph names the ops inside after m */
     if (!enabled(m) || m->use->depth++) return MF_OK;
     struct mfi_use_state *u = m->use;
     const bool again = mfi_recomputing();
@@ -185,6 +186,7 @@ mf_status mf_module_use_begin(mf_module *m)
         if (!g) {
             put_back(m);
             u->depth--;
+            if (mfi_graph_rec) mfi_graph_module_leave();
             return mfi_error_context("making parameter %s of a %s whole for its forward", m->params[i].name,
                                      mf_module_type(m));
         }
@@ -196,6 +198,7 @@ mf_status mf_module_use_begin(mf_module *m)
 
 void mf_module_use_end(mf_module *m)
 {
+    if (mfi_graph_rec) mfi_graph_module_leave();
     if (!enabled(m) || m->use->depth == 0 || --m->use->depth) return;
     put_back(m);
 }

@@ -112,7 +112,6 @@ static mf_status conv_forward(mfi_call *c, mf_tensor **out)
     }
     MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(x), conv2d_fwd, &g, &vo, &vx, &vw, b ? &vb : NULL);
     MF_TRY_OUT(st);
-    mfi_prof_conv_flops(&a->g);
     /* saved as given: the gradient ops round them again under autocast */
     if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, a->bf16 ? c->in[0] : x));
     if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, a->bf16 ? c->in[1] : w));
@@ -177,7 +176,6 @@ static mf_status cg_forward(mfi_call *c, mf_tensor **out, bool weight)
         MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(gy), conv2d_bwd_filter, &g, &vo, &vg, &v1);
     else
         MFI_KERNEL(st, MF_PROF_CONV, mfi_backend_of(gy), conv2d_bwd_data, &g, &vo, &vg, &v1);
-    if (st == MF_OK) mfi_prof_conv_flops(&a->g);
     mf_tensor_destroy(gy);
     mf_tensor_destroy(o1);
     return st;

@@ -189,7 +189,6 @@ static mf_status lx_forward(mfi_call *c, mf_tensor **out)
                       .c = vl.data, .ldc = V, .batch = 1};
         MFI_KERNEL(st, MF_PROF_GEMM, be, gemm, &g);
         MF_TRY_OUT(st);
-        mfi_prof_gemm_flops(&g);
         MFI_KERNEL(st, MF_PROF_REDUCE, be, softmax_fwd, true, &vp, &vl, 1);
         MF_TRY_OUT(st);
         mfi_view vper = mfi_view_of(per), vt = mfi_view_of(t);

@@ -141,7 +141,6 @@ static mf_status mm_forward(mfi_call *c, mf_tensor **out)
     } else {
         MFI_KERNEL(st, MF_PROF_GEMM, mfi_backend_of(y), gemm, &g);
         MF_TRY_OUT(st);
-        mfi_prof_gemm_flops(&g);
     }
     if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, c->in[0]));
     if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, c->in[1]));
@@ -338,7 +337,6 @@ static mf_status lin_forward(mfi_call *c, mf_tensor **out)
     } else if (in > 0) {
         MFI_KERNEL(st, MF_PROF_GEMM, be, gemm, &g);
         MF_TRY_OUT(st);
-        mfi_prof_gemm_flops(&g);
     }
     if (c->needs_grad[1]) MF_TRY_OUT(mfi_save(c, x));
     if (c->needs_grad[0]) MF_TRY_OUT(mfi_save(c, w));
@@ -378,7 +376,6 @@ static mf_tensor *gemm_new(mf_tensor *like, mfi_gemm *g)
         mf_tensor_destroy(o);
         return NULL;
     }
-    mfi_prof_gemm_flops(g);
     return o;
 }
 

@@ -44,7 +44,7 @@ static const mfi_op to_op = {
 mf_tensor *mf_to_device(mf_tensor *t, mf_device_type d)
 {
     if (mfi_check_input("mf_to_device", "the tensor", t) != MF_OK) return NULL;
-    if (d != MF_DEV_CPU && d != MF_DEV_CUDA) {
+    if (d != MF_DEV_CPU && d != MF_DEV_CUDA && d != MF_DEV_META) {
         mfi_error(MF_ERR_ARG, "mf_to_device: unknown device type %d", (int)d);
         return NULL;
     }
