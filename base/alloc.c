@@ -43,6 +43,7 @@ typedef struct arena {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static arena arenas[NDEV];
+static int64_t total_in_use, total_peak;   /* every arena together */
 static node *spare;   /* recycled list nodes */
 
 static void *host_raw_alloc(size_t n)
@@ -148,6 +149,8 @@ void *mfi_alloc_on(mf_device_type dev, size_t nbytes)
     pthread_mutex_lock(&lock);
     a->stats.in_use += (int64_t)rounded;
     if (a->stats.in_use > a->stats.peak) a->stats.peak = a->stats.in_use;
+    total_in_use += (int64_t)rounded;
+    if (total_in_use > total_peak) total_peak = total_in_use;
     pthread_mutex_unlock(&lock);
     return p;
 }
@@ -168,6 +171,7 @@ void mfi_free_on(mf_device_type dev, void *p, size_t nbytes)
         return;
     }
     a->stats.in_use -= (int64_t)rounded;
+    total_in_use -= (int64_t)rounded;
     if (!b) {   /* no memory for the link: give the block back instead */
         pthread_mutex_unlock(&lock);
         a->ops.raw_free(p);
@@ -223,6 +227,21 @@ void mf_memory_reset_peak(void)
 {
     pthread_mutex_lock(&lock);
     for (int d = 0; d < NDEV; d++) arenas[d].stats.peak = arenas[d].stats.in_use;
+    total_peak = total_in_use;
+    pthread_mutex_unlock(&lock);
+}
+
+void mf_memory_get_total_stats(mf_memory_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    pthread_mutex_lock(&lock);
+    for (int d = 0; d < NDEV; d++) {
+        st->cached += arenas[d].stats.cached;
+        st->allocs += arenas[d].stats.allocs;
+        st->hits += arenas[d].stats.hits;
+    }
+    st->in_use = total_in_use;
+    st->peak = total_peak;
     pthread_mutex_unlock(&lock);
 }
 

@@ -17,7 +17,7 @@
 
 static mf_status check_comm(const char *what, const mfi_comm *c, mf_dtype dt)
 {
-    if (!c || c->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "%s: no communicator (is mf_init done?)", what);
+    if (!c || (c->comm == MPI_COMM_NULL && !c->sim)) MF_FAIL(MF_ERR_STATE, "%s: no communicator (is mf_init done?)", what);
     if (mfi_mpi_type(dt) == MPI_DATATYPE_NULL) MF_FAIL(MF_ERR_DTYPE, "%s: unsupported dtype %d", what, (int)dt);
     return MF_OK;
 }
@@ -60,6 +60,7 @@ mf_status mfi_comm_split(mfi_comm *parent, int color, int key, mfi_comm **out)
 {
     *out = NULL;
     if (!parent || parent->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "mfi_comm_split: no parent communicator");
+    if (parent->sim) MF_FAIL(MF_ERR_INTERNAL, "mfi_comm_split: a simulated communicator (use mfi_comm_sim_create)");
     MPI_Comm nc = MPI_COMM_NULL;
     int tok = mfi_ledger_enter(parent, "communicator split");
     int rc = MPI_Comm_split(parent->comm, color < 0 ? MPI_UNDEFINED : color, key, &nc);
@@ -130,8 +131,10 @@ mf_status mfi_alltoall(mfi_comm *c, const void *send, const int64_t *scounts, vo
     if (c->size > 1) {
         int64_t sent = 0;
         for (int r = 0; r < c->size; r++) sent += r == c->rank ? 0 : scounts[r];
+        if (c->sim) return mfi_sim_call(MF_COMM_ALLTOALL, c, sent * (int64_t)mf_dtype_size(dt), MF_COLL_MPI);
         mfi_tally(MF_COMM_ALLTOALL, sent * (int64_t)mf_dtype_size(dt));
     }
+    if (c->sim) return MF_OK;
     if (all_equal(c->size, scounts) && all_equal(c->size, rcounts) && scounts[0] == rcounts[0]) {
         int n = 0;
         MF_TRY(to_int("all-to-all", scounts[0], &n));
@@ -159,6 +162,7 @@ mf_status mfi_bcast(mfi_comm *c, void *buf, int64_t count, mf_dtype dt, int root
     MF_TRY(check_comm("broadcast", c, dt));
     MF_TRY(to_int("broadcast", count, &n));
     if (c->size == 1 || n == 0) return MF_OK;
+    if (c->sim) return mfi_sim_call(MF_COMM_BCAST, c, count * (int64_t)mf_dtype_size(dt), MF_COLL_MPI);
     mfi_tally(MF_COMM_BCAST, count * (int64_t)mf_dtype_size(dt));
     int tok = mfi_ledger_enter(c, "broadcast");
     int rc = MPI_Bcast(buf, n, mfi_mpi_type(dt), root, c->comm);
@@ -186,6 +190,12 @@ mf_status mfi_exchange_start(mfi_comm *c, const mfi_p2p *sends, int nsend, const
     x->n = x->npeers = 0;
     x->peers = (int *)(x->req + cap);
     mfi_ledger_context_copy(x->what, sizeof x->what);
+    if (c->sim) {   /* counted; the wait completes nothing */
+        int64_t sent = 0;
+        for (int i = 0; i < nsend; i++) sent += sends[i].peer == c->rank ? 0 : sends[i].count;
+        *out = x;
+        return mfi_sim_call(MF_COMM_P2P, c, sent * (int64_t)mf_dtype_size(dt), MF_COLL_MPI);
+    }
     int rc = MPI_SUCCESS;
     mf_status st = MF_OK;
     for (int i = 0; i < nrecv && st == MF_OK; i++) {
@@ -216,6 +226,10 @@ mf_status mfi_exchange_start(mfi_comm *c, const mfi_p2p *sends, int nsend, const
 mf_status mfi_exchange_wait(mfi_xreq *x)
 {
     if (!x) return MF_OK;
+    if (x->c->sim) {
+        free(x);
+        return MF_OK;
+    }
     MPI_Status *sts = malloc(((size_t)x->n + 1) * sizeof *sts);
     char saved[192];
     mfi_ledger_context_copy(saved, sizeof saved);
@@ -231,7 +245,7 @@ mf_status mfi_exchange_wait(mfi_xreq *x)
 
 bool mfi_exchange_test(mfi_xreq *x)
 {
-    if (!x) return true;
+    if (!x || x->c->sim) return true;
     int done = 1;
     MPI_Status *sts = malloc(((size_t)x->n + 1) * sizeof *sts);
     int rc = sts ? MPI_Testall(x->n, x->req, &done, sts) : MPI_SUCCESS;
@@ -242,6 +256,7 @@ bool mfi_exchange_test(mfi_xreq *x)
 void mfi_pack_axis(const void *src, size_t elsize, int64_t outer, int64_t axis, int64_t inner, int64_t off,
                    int64_t len, void *dst)
 {
+    if (mfi_sim_on()) return;   /* simulated: no bytes to move */
     size_t row = (size_t)(len * inner) * elsize, full = (size_t)(axis * inner) * elsize;
     const char *s = (const char *)src + (size_t)(off * inner) * elsize;
     char *d = dst;
@@ -251,6 +266,7 @@ void mfi_pack_axis(const void *src, size_t elsize, int64_t outer, int64_t axis, 
 void mfi_unpack_axis(const void *src, size_t elsize, int64_t outer, int64_t axis, int64_t inner, int64_t off,
                      int64_t len, void *dst)
 {
+    if (mfi_sim_on()) return;
     size_t row = (size_t)(len * inner) * elsize, full = (size_t)(axis * inner) * elsize;
     const char *s = src;
     char *d = (char *)dst + (size_t)(off * inner) * elsize;

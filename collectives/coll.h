@@ -29,6 +29,33 @@ mfi_comm *mfi_comm_world(void);
  * ordered by key; color < 0 gets *out = NULL. Collective over parent. */
 mf_status mfi_comm_split(mfi_comm *parent, int color, int key, mfi_comm **out);
 void mfi_comm_free(mfi_comm *c);
+
+/* ---- a simulated world (collectives/sim.c, doc/planning.md): this
+ * process plays rank `rank` of `size` ranks in nodes of ranks_per_node
+ * (world rank r on node r / ranks_per_node). The world and pipeline
+ * communicators become simulated ones; every call on a simulated
+ * communicator is counted and moves nothing (its buffers are never
+ * touched: meta tensors). MF_ERR_STATE if one is on already. */
+mf_status mfi_sim_begin(int size, int rank, int ranks_per_node);
+void mfi_sim_end(void);
+bool mfi_sim_on(void);
+int mfi_sim_ranks_per_node(void);
+/* A simulated communicator of the given world ranks (n of them, this
+ * process's at index rank), as a split would make it. */
+mf_status mfi_comm_sim_create(int n, const int *world_ranks, int rank, mfi_comm **out);
+bool mfi_comm_is_sim(const mfi_comm *c);
+/* What a simulated call reports, besides the tally. */
+typedef struct mfi_sim_event {
+    mf_comm_kind kind;
+    int64_t bytes;       /* the message: the whole buffer (allreduce, gather's result, scatter's input), or sent */
+    int ranks;           /* the communicator's size */
+    int nodes;           /* the nodes it spans */
+    int local;           /* the most of its ranks on one node */
+    mf_coll_algo algo;   /* what the selection chose (tuning file, table, environment) */
+} mfi_sim_event;
+/* Called for every simulated call (NULL: none); the step graph records them. */
+void mfi_sim_set_observer(void (*fn)(const mfi_sim_event *e));
+
 int mfi_comm_rank_in(const mfi_comm *c);
 int mfi_comm_size_of(const mfi_comm *c);
 

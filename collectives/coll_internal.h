@@ -22,7 +22,13 @@ struct mfi_comm {
     char *ledger_name;   /* "ranks 0-3" for the watchdog's ledger (ledger.c); lazily */
     int *world_ranks;    /* [size]: each member's world rank; lazily, with ledger_name */
     int ledger_index, ledger_gen;   /* its count's place in the ledger, and that ledger's generation */
+    bool sim;            /* of a simulated world (sim.c): calls are counted, nothing moves */
+    int sim_nodes, sim_local;   /* simulated: the nodes it spans, the most of its ranks on one */
 };
+
+/* A call on a simulated communicator: counted (the tally, the log, the
+ * observer) with the algorithm the selection would run; moves nothing. */
+mf_status mfi_sim_call(mf_comm_kind kind, mfi_comm *c, int64_t bytes, mf_coll_algo algo);
 
 /* A buffer of at least bytes owned by c, kept between calls so that
  * large collectives do not fault in fresh pages every time; NULL when

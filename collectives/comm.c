@@ -126,6 +126,59 @@ mf_status mfi_comm_world_setup(void)
 
 const char *mfi_comm_bind_note(void) { return bind_note; }
 
+/* ---- a simulated world (doc/planning.md): the real world's state is
+ * kept aside and the statics describe the simulated one */
+static struct saved_world {
+    bool on;
+    mfi_comm world_comm, pipe_comm;
+    int world_rank, world_size, node_rank, node_size, tnode_id, tnode_count, tnode_rank, tnode_size, emulated;
+    int rpn;
+} saved;
+
+mf_status mfi_sim_begin(int size, int rank, int ranks_per_node)
+{
+    if (saved.on) MF_FAIL(MF_ERR_STATE, "a simulated world is on already (end it first)");
+    if (size < 1 || rank < 0 || rank >= size || ranks_per_node < 1)
+        MF_FAIL(MF_ERR_ARG, "a simulated world of %d ranks, as rank %d, in nodes of %d: expected size >= 1, "
+                "0 <= rank < size and ranks per node >= 1", size, rank, ranks_per_node);
+    saved = (struct saved_world){true, world_comm, pipe_comm, world_rank, world_size, node_rank, node_size,
+                                 tnode_id, tnode_count, tnode_rank, tnode_size, emulated, ranks_per_node};
+    world_rank = rank;
+    world_size = size;
+    tnode_id = rank / ranks_per_node;
+    tnode_rank = rank % ranks_per_node;
+    tnode_count = (size + ranks_per_node - 1) / ranks_per_node;
+    tnode_size = tnode_id < tnode_count - 1 || size % ranks_per_node == 0 ? ranks_per_node : size % ranks_per_node;
+    node_rank = tnode_rank;
+    node_size = tnode_size;
+    emulated = ranks_per_node;
+    world_comm = (mfi_comm){.comm = MPI_COMM_NULL, .rank = rank, .size = size, .sim = true, .sim_nodes = tnode_count,
+                            .sim_local = size < ranks_per_node ? size : ranks_per_node};
+    pipe_comm = world_comm;
+    return MF_OK;
+}
+
+void mfi_sim_end(void)
+{
+    if (!saved.on) return;
+    mfi_comm_extras_free(&world_comm);
+    world_comm = saved.world_comm;
+    pipe_comm = saved.pipe_comm;
+    world_rank = saved.world_rank;
+    world_size = saved.world_size;
+    node_rank = saved.node_rank;
+    node_size = saved.node_size;
+    tnode_id = saved.tnode_id;
+    tnode_count = saved.tnode_count;
+    tnode_rank = saved.tnode_rank;
+    tnode_size = saved.tnode_size;
+    emulated = saved.emulated;
+    saved.on = false;
+}
+
+bool mfi_sim_on(void) { return saved.on; }
+int mfi_sim_ranks_per_node(void) { return saved.on ? saved.rpn : 0; }
+
 mfi_comm *mfi_comm_world(void) { return &world_comm; }
 mfi_comm *mfi_comm_pipe(void) { return &pipe_comm; }
 
@@ -139,7 +192,7 @@ mf_status mfi_comm_world_handle(void *out, size_t size)
 
 void mfi_comm_barrier(void)
 {
-    if (world == MPI_COMM_NULL) return;
+    if (world == MPI_COMM_NULL || world_comm.sim) return;
     int tok = mfi_ledger_enter(&world_comm, "barrier");
     MPI_Barrier(world);
     mfi_ledger_leave(tok);
@@ -147,6 +200,7 @@ void mfi_comm_barrier(void)
 
 void mfi_comm_world_teardown(void)
 {
+    mfi_sim_end();
     mfi_request_shutdown();
     mfi_watchdog_stop();
     mfi_comm_extras_free(&world_comm);
@@ -189,7 +243,7 @@ static int agree_on(mf_status local, const char *msg, int *lowest, verdict *m)
 
 mf_status mfi_comm_agree(mf_status local, const char *msg)
 {
-    if (world == MPI_COMM_NULL) return local;
+    if (world == MPI_COMM_NULL || world_comm.sim) return local;   /* a simulated rank agrees with itself */
     verdict m;
     int lowest = INT_MAX;
     int tok = mfi_ledger_enter(&world_comm, "agreement");

@@ -136,7 +136,7 @@ static int count_on(mfi_comm *c, long *seq)
  * not recorded, -1 nested in (or not fitting) another, 1 recorded. */
 static int enter(mfi_comm *c, const char *op, const int *peers, int npeers)
 {
-    if (!L.on || !c || c->size < 2) return 0;
+    if (!L.on || !c || c->size < 2 || c->sim) return 0;
     if (depth++ > 0) return -1;
     double t = mfi_ledger_now();
     pthread_mutex_lock(&L.mu);

@@ -126,6 +126,10 @@ mf_status mfi_coll_node_class(mfi_comm *c, int *cls)
 {
     *cls = 1;
     if (mfi_comm_node_count() == 1) return MF_OK;
+    if (c->sim) {   /* the layout it stands for */
+        *cls = c->sim_nodes == 1 ? 1 : c->sim_local > 1 && c->size % c->sim_local == 0 ? 2 : 3;
+        return MF_OK;
+    }
     mfi_hier *h;
     MF_TRY(mfi_hier_get(c, &h));   /* collective over c; once */
     *cls = h->nnodes == 1 ? 1 : h->usable && h->local_size > 1 ? 2 : 3;
@@ -206,7 +210,7 @@ mf_status mfi_allgather_flat(mfi_comm *c, const void *send, void *recv, const in
 
 static mf_status check_call(const char *what, const mfi_comm *c, mf_dtype dt)
 {
-    if (!c || c->comm == MPI_COMM_NULL) MF_FAIL(MF_ERR_STATE, "%s: no communicator (is mf_init done?)", what);
+    if (!c || (c->comm == MPI_COMM_NULL && !c->sim)) MF_FAIL(MF_ERR_STATE, "%s: no communicator (is mf_init done?)", what);
     if (mfi_mpi_type(dt) == MPI_DATATYPE_NULL) MF_FAIL(MF_ERR_DTYPE, "%s: unsupported dtype %d", what, (int)dt);
     return MF_OK;
 }
@@ -216,6 +220,7 @@ static mf_status allreduce_algo(mfi_comm *c, const void *send, void *recv, int64
     MF_TRY(check_call("allreduce", c, dt));
     if (count < 0) MF_FAIL(MF_ERR_ARG, "allreduce: negative count %lld", (long long)count);
     if (count == 0) return MF_OK;
+    if (c->sim) return mfi_sim_call(MF_COMM_ALLREDUCE, c, count * (int64_t)mf_dtype_size(dt), a);
     if (send != recv) memcpy(recv, send, (size_t)count * mf_dtype_size(dt));
     if (c->size == 1) return MF_OK;
     mfi_tally(MF_COMM_ALLREDUCE, count * (int64_t)mf_dtype_size(dt));
@@ -238,6 +243,9 @@ static mf_status pieces_algo(mfi_coll_op op, mfi_comm *c, const void *send, void
     MF_TRY(check_call(op_names[op], c, dt));
     for (int r = 0; r < c->size; r++)
         if (counts[r] < 0) MF_FAIL(MF_ERR_ARG, "%s: negative count for rank %d", op_names[op], r);
+    if (c->sim)
+        return mfi_sim_call(op == MFI_REDUCE_SCATTER ? MF_COMM_REDUCE_SCATTER : MF_COMM_ALLGATHER, c,
+                            total_bytes(c, counts, dt), a);
     if (c->size == 1) {
         if (send != recv) memcpy(recv, send, (size_t)counts[0] * mf_dtype_size(dt));
         return MF_OK;

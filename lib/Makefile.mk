@@ -20,7 +20,7 @@ lib_libmf_core_la_SOURCES = \
 	lib/global/placement.c lib/global/sbp.c lib/global/gtensor.c lib/global/boxing.c \
 	lib/global/signature.c lib/global/apply.c lib/global/inplace.c lib/global/grad_state.c lib/global/regather.c \
 	lib/plan/plan.c lib/plan/plan_json.c lib/plan/plan_apply.c \
-	lib/graph/cost.c lib/graph/meta.c lib/graph/graph.c
+	lib/graph/cost.c lib/graph/meta.c lib/graph/graph.c lib/graph/sim.c
 libmpiflow_la_LIBADD += lib/libmf_core.la
 noinst_HEADERS += lib/internal.h lib/nn/nn_internal.h \
 	lib/optim/optim_internal.h lib/optim/optim_state.h lib/optim/buckets.h lib/global/global_internal.h lib/io/h5util.h lib/io/ckpt_check.h lib/io/ckpt_internal.h lib/io/dataset_internal.h lib/plan/plan_internal.h \

@@ -184,6 +184,7 @@ mfi_view mfi_view_as(const mf_tensor *t, int ndim, const int64_t *shape)
 
 const mfi_backend *mfi_backend_of(const mf_tensor *t)
 {
+    if (t && t->global && mfi_local_piece(t)) t = mfi_local_piece(t);   /* a global tensor: its piece's device */
 #ifdef MF_HAVE_CUDA
     /* the storage exists, so the CUDA backend has started */
     if (t->storage && t->storage->device == MF_DEV_CUDA) return &mfi_cuda_backend;

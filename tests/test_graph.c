@@ -227,6 +227,139 @@ START_TEST(big_on_meta)
 }
 END_TEST
 
+/* ---- a simulated world: each rank simulates itself and must see what
+ * it saw for real: the same peak over a step (every allocator together)
+ * and the same communication, call by call and byte by byte */
+typedef struct sim_result {
+    int64_t peak;   /* over the second step, above its start */
+    mf_comm_tally t;
+    double graph_comm[MF_COMM_KINDS];
+} sim_result;
+
+static void plan_step(const char *plan_text, bool sim, sim_result *r)
+{
+    memset(r, 0, sizeof *r);
+    mf_device_type dev = sim ? MF_DEV_META : MF_DEV_CPU;
+    if (sim) {
+        ck_assert_ok(mf_simulate_begin(mf_world_size(), mf_rank(), 2));
+        ck_assert_ok(mf_set_default_device(MF_DEV_META));
+    }
+    mf_manual_seed(1);
+    mf_plan *plan = mf_plan_parse(plan_text, strlen(plan_text), "test");
+    ck_assert_nonnull(plan);
+    mf_placement *pl = mf_plan_placement(plan, 0, mf_world_size(), dev);
+    ck_assert_nonnull(pl);
+    mf_gpt_config c = {.vocab_size = 96, .seq_len = 16, .n_layer = 2, .n_head = 4, .n_embd = 64};
+    mf_module *m = mf_model_gpt(&c);
+    ck_assert_nonnull(m);
+    ck_assert_ok(mf_plan_apply(plan, m, pl));
+    ck_assert_ok(mf_plan_apply_recompute(plan, m));
+    char dsbp[32];
+    ck_assert_ok(mf_plan_data_sbp(plan, dsbp, sizeof dsbp));
+    mf_tensor_list *params = mf_module_parameters(m);
+    mf_adam_opts ao = mf_adamw_defaults();
+    mf_optim *opt = mf_adamw_create(params, &ao);
+    ck_assert_nonnull(opt);
+    int64_t tok[8 * 16];
+    for (int i = 0; i < 8 * 16; i++) tok[i] = (i * 7) % 96;
+    ck_assert_ok(mf_set_default_device(MF_DEV_CPU));
+    mf_tensor *xh = mf_from_data(MF_I64, 2, (int64_t[]){8, 16}, tok);
+    ck_assert_ok(mf_set_default_device(dev));
+    mf_tensor *x = mf_global_from_full(xh, pl, dsbp);
+    ck_assert_nonnull(x);
+    mf_graph *g = NULL;
+    for (int step = 0; step < 2; step++) {   /* the first makes the optimizer's state */
+        mf_memory_reset_peak();
+        mf_comm_tally_reset();
+        mf_memory_stats ms;
+        mf_memory_get_total_stats(&ms);
+        int64_t start = ms.in_use;
+        if (step == 1) ck_assert_ok(mf_graph_begin(m));
+        mf_optim_zero_grad(opt);
+        mf_tensor *loss = mf_gpt_loss(m, x, x);
+        ck_assert_nonnull(loss);
+        ck_assert_ok(mf_backward(loss));
+        ck_assert_ok(mf_optim_step(opt));
+        mf_tensor_destroy(loss);
+        if (step == 1) g = mf_graph_end();
+        mf_memory_get_total_stats(&ms);
+        r->peak = ms.peak - start;
+        mf_comm_tally_get(&r->t);
+    }
+    ck_assert_nonnull(g);
+    for (int k = 0; k < MF_COMM_KINDS; k++) r->graph_comm[k] = mf_graph_comm_bytes(g, (mf_comm_kind)k);
+    mf_graph_destroy(g);
+    mf_optim_destroy(opt);
+    mf_tensor_list_destroy(params);
+    mf_tensor_destroy(x);
+    mf_tensor_destroy(xh);
+    mf_module_destroy(m);
+    mf_placement_destroy(pl);
+    mf_plan_destroy(plan);
+    ck_assert_ok(mf_set_default_device(MF_DEV_CPU));
+    if (sim) mf_simulate_end();
+}
+
+START_TEST(simulated_ranks)
+{
+    static const char *const plans[] = {
+        "{}",
+        "{\"zero\": {\"stage\": 2}}",
+        "{\"zero\": {\"stage\": 3}, \"recompute\": [\"transformer.h.*\"]}",
+        "{\"mesh\": {\"names\": [\"dp\", \"tp\"], \"shape\": [-1, 2]}, \"params\": ["
+        "{\"match\": \"*.wte.weight\", \"sbp\": {\"tp\": \"S(0)\"}}, {\"match\": \"*.attn.c_attn.*\", \"sbp\": {\"tp\": \"S(1)\"}},"
+        "{\"match\": \"*.attn.c_proj.weight\", \"sbp\": {\"tp\": \"S(1)\"}}, {\"match\": \"*.mlp.c_fc.*\", \"sbp\": {\"tp\": \"S(0)\"}},"
+        "{\"match\": \"*.mlp.c_proj.weight\", \"sbp\": {\"tp\": \"S(1)\"}}], \"activations\": ["
+        "{\"module\": \"transformer.wte\", \"output\": {\"tp\": \"S(1)\"}},"
+        "{\"module\": \"transformer.h.*.attn\", \"input\": {\"tp\": \"B\"}},"
+        "{\"module\": \"transformer.h.*.attn\", \"output\": {\"tp\": \"S(1)\"}},"
+        "{\"module\": \"transformer.h.*.mlp\", \"input\": {\"tp\": \"B\"}},"
+        "{\"module\": \"transformer.h.*.mlp\", \"output\": {\"tp\": \"S(1)\"}},"
+        "{\"module\": \"transformer.ln_f\", \"output\": {\"tp\": \"B\"}}], \"zero\": {\"stage\": 3}}",
+    };
+    for (size_t i = 0; i < sizeof plans / sizeof *plans; i++) {
+        if (i == 3 && mf_world_size() % 2) continue;   /* tp 2 */
+        sim_result real, sim;
+        plan_step(plans[i], false, &real);
+        plan_step(plans[i], true, &sim);
+        ck_assert_msg(sim.peak == real.peak, "plan %zu, rank %d of %d: simulated peak %lld B, real %lld B", i,
+                      mf_rank(), mf_world_size(), (long long)sim.peak, (long long)real.peak);
+        for (int k = 0; k < MF_COMM_KINDS; k++) {
+            ck_assert_msg(sim.t.calls[k] == real.t.calls[k] && sim.t.bytes[k] == real.t.bytes[k],
+                          "plan %zu, rank %d: %s: simulated %lld calls %lld B, real %lld calls %lld B", i, mf_rank(),
+                          mf_comm_kind_name((mf_comm_kind)k), (long long)sim.t.calls[k], (long long)sim.t.bytes[k],
+                          (long long)real.t.calls[k], (long long)real.t.bytes[k]);
+            ck_assert_msg(sim.graph_comm[k] == (double)sim.t.bytes[k], "plan %zu: the graph's %s bytes %.0f, the tally's %lld",
+                          i, mf_comm_kind_name((mf_comm_kind)k), sim.graph_comm[k], (long long)sim.t.bytes[k]);
+        }
+        if (mf_rank() == 0)
+            printf("plan %zu on %d rank(s): peak %lld B and %lld allreduce, %lld reduce-scatter, %lld allgather bytes, "
+                   "simulated and real alike\n", i, mf_world_size(), (long long)real.peak,
+                   (long long)real.t.bytes[MF_COMM_ALLREDUCE], (long long)real.t.bytes[MF_COMM_REDUCE_SCATTER],
+                   (long long)real.t.bytes[MF_COMM_ALLGATHER]);
+    }
+}
+END_TEST
+
+START_TEST(simulation_errors)
+{
+    int rank = mf_rank(), size = mf_world_size();
+    ck_assert_fails(mf_simulate_begin(4, 4, 2), MF_ERR_ARG, "0 <= rank < size");
+    ck_assert_fails(mf_simulate_begin(0, 0, 2), MF_ERR_ARG, "simulated world");
+    ck_assert_ok(mf_simulate_begin(8, 3, 4));
+    ck_assert_int_eq(mf_world_size(), 8);
+    ck_assert_int_eq(mf_rank(), 3);
+    ck_assert_int_eq(mf_node_count(), 2);
+    ck_assert_fails(mf_simulate_begin(8, 3, 4), MF_ERR_STATE, "on already");
+    /* a simulated world's placements are on meta */
+    ck_assert_fails(mf_placement_create(2, (int[]){0, 1}, 1, (int[]){2}, MF_DEV_CPU), MF_ERR_ARG, "meta device");
+    mf_simulate_end();
+    ck_assert_int_eq(mf_rank(), rank);   /* the real world again */
+    ck_assert_int_eq(mf_world_size(), size);
+    ck_assert_fails(mf_placement_create(1, (int[]){0}, 1, (int[]){1}, MF_DEV_META), MF_ERR_ARG, "simulated world");
+}
+END_TEST
+
 START_TEST(recorder_errors)
 {
     ck_assert_fails(mf_graph_end(), MF_ERR_STATE, "no recording is open");
@@ -251,6 +384,8 @@ static Suite *graph_suite(void)
     tcase_add_test(tc, gpt_structure);
     tcase_add_test(tc, big_on_meta);
     tcase_add_test(tc, recorder_errors);
+    tcase_add_test(tc, simulated_ranks);
+    tcase_add_test(tc, simulation_errors);
     suite_add_tcase(s, tc);
     return s;
 }

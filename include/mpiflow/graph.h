@@ -30,6 +30,7 @@
 #include "mpiflow/runtime.h"
 #include "mpiflow/tensor.h"
 #include "mpiflow/nn.h"
+#include "mpiflow/coll.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,6 +71,14 @@ typedef struct mf_graph_op {
     mf_prof_class cls;   /* the class of its costliest kernel (MF_PROF_OTHER: none) */
     int64_t saved_bytes; /* bytes it keeps for its backward (0 if not recorded) */
     int64_t in_use;      /* the device allocator's bytes in use after it */
+    /* a communication entry (in a simulated world: "allreduce",
+     * "reduce-scatter", ...; comm_kind -1 for computation): the message's
+     * bytes, the ranks of its communicator, the nodes they span and the
+     * most on one node, and the algorithm the selection chose */
+    int comm_kind;       /* an mf_comm_kind, or -1 */
+    int64_t comm_bytes;
+    int comm_ranks, comm_nodes, comm_local;
+    mf_coll_algo comm_algo;
 } mf_graph_op;
 
 typedef struct mf_graph mf_graph;
@@ -94,9 +103,27 @@ MF_API int64_t mf_graph_kernel_calls(const mf_graph *g, const char *kernel);
 /* The device allocator's peak bytes in use during the recording, and
  * its bytes in use when it began. */
 MF_API int64_t mf_graph_peak(const mf_graph *g);
+/* Message bytes of the communication entries of one kind. */
+MF_API double mf_graph_comm_bytes(const mf_graph *g, mf_comm_kind k);
 MF_API int64_t mf_graph_start_in_use(const mf_graph *g);
 /* One line per op: index, phase, module, op, shapes, FLOPs, bytes. */
 MF_API mf_status mf_graph_print(const mf_graph *g, FILE *f);
+
+/* ---- a simulated world: one rank of many, on the meta device.
+ * Until mf_simulate_end this process plays rank `rank` of world_size
+ * ranks in nodes of ranks_per_node (world rank r on node r /
+ * ranks_per_node): mf_rank, mf_world_size and the node queries say so,
+ * placements made meanwhile are of that world and on MF_DEV_META (the
+ * only device it allows), and every collective, boxing and pipeline
+ * transfer is counted (mf_comm_tally_get, and a communication entry in
+ * a graph being recorded, with the algorithm it would run) and moves
+ * nothing. So a training step under any plan runs as the rank would run
+ * it, at its own shapes and with its own allocations, in one process.
+ * Free what was made inside before the end. MF_ERR_STATE if a simulated
+ * world is on already, MF_ERR_ARG for sizes that do not fit. */
+MF_API mf_status mf_simulate_begin(int world_size, int rank, int ranks_per_node);
+MF_API void mf_simulate_end(void);
+MF_API bool mf_simulating(void);
 
 #ifdef __cplusplus
 }

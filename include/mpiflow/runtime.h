@@ -128,6 +128,10 @@ MF_API void mf_memory_get_stats(mf_memory_stats *st);   /* host memory */
 /* The caching allocator of one device (MF_DEV_CUDA: GPU memory). */
 MF_API void mf_memory_get_stats_on(mf_device_type dev, mf_memory_stats *st);
 MF_API void mf_memory_reset_peak(void);
+/* Every device's allocator together: in_use and peak of the sum (host
+ * and meta memory of a simulated CPU rank, which a real one holds in
+ * one allocator); the other fields summed. */
+MF_API void mf_memory_get_total_stats(mf_memory_stats *st);
 /* Give cached blocks back to the system. */
 MF_API void mf_memory_empty_cache(void);
 /* Caps the bytes a device's allocator hands out at once (cached blocks

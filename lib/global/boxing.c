@@ -26,6 +26,7 @@ typedef struct box_attrs {
 static void copy_block(const char *src, const int64_t *sshape, const int64_t *soff, char *dst, const int64_t *dshape,
                        const int64_t *doff, const int64_t *count, int ndim, size_t es)
 {
+    if (mfi_sim_on()) return;   /* a simulated world's tensors have no bytes */
     if (ndim == 0) {
         memcpy(dst, src, es);
         return;
@@ -445,6 +446,9 @@ static mf_status box_staged(const box_attrs *a, mf_tensor *x, mf_tensor **out)
 {
     if (a->src->dev == MF_DEV_CPU && a->dst->dev == MF_DEV_CPU && (!x || mf_tensor_device(x) == MF_DEV_CPU))
         return box_run(a, x, out);
+    /* a simulated world's meta tensors: boxed where they are, as the CPU's
+     * (its calls move nothing) */
+    if (a->src->dev == MF_DEV_META && a->dst->dev == MF_DEV_META) return box_run(a, x, out);
     mf_tensor *h = x ? mfi_on_device(x, MF_DEV_CPU) : NULL;
     if (x && !h) return mf_last_status();
     int prev = mfi_device_push(MF_DEV_CPU);

@@ -28,6 +28,7 @@ struct mf_placement {
     int coord[MF_MAX_MESH];      /* this rank's mesh coordinates */
     mfi_comm *comm;               /* the members; NULL outside */
     mfi_comm *dim_comm[MF_MAX_MESH];  /* peers differing only in coord d */
+    bool sim;                    /* of a simulated world (mf_simulate_begin) */
 };
 
 typedef struct mfi_global {
@@ -47,6 +48,8 @@ mf_status mfi_placement_text(const char *text, int *ranks, int cap, int *n, int 
  * the caller in the message). */
 mf_status mfi_placement_layout_check(const char *what, int n, const int *ranks, int nd, const int *mesh, int world);
 void mfi_placement_coords(const mf_placement *p, int index, int *coord);
+/* Drops the registry's placements of a simulated world (its end). */
+void mfi_placement_drop_sim(void);
 int mfi_placement_index_of(const mf_placement *p, const int *coord);
 void mfi_global_teardown(void);
 /* Piece k of n of a length-L axis (doc/design.md section 3's balanced split). */

@@ -41,15 +41,36 @@ static void placement_free(mf_placement *p)
 
 static bool same_layout(const mf_placement *p, int n, const int *ranks, int nd, const int *mesh, mf_device_type dev)
 {
-    if (p->n != n || p->mesh_ndim != nd || p->dev != dev) return false;
+    if (p->n != n || p->mesh_ndim != nd || p->dev != dev || p->sim != mfi_sim_on()) return false;
     for (int d = 0; d < nd; d++)
         if (p->mesh[d] != mesh[d]) return false;
     return !memcmp(p->ranks, ranks, (size_t)n * sizeof *ranks);
 }
 
+/* a simulated world's: the members and each dimension's peers, as the
+ * splits below would group them */
+static mf_status make_sim_comms(mf_placement *p)
+{
+    p->sim = true;
+    if (p->index < 0) return MF_OK;
+    MF_TRY(mfi_comm_sim_create(p->n, p->ranks, p->index, &p->comm));
+    for (int d = 0; d < p->mesh_ndim; d++) {
+        int peers[4096], c[MF_MAX_MESH];
+        if (p->mesh[d] > 4096) MF_FAIL(MF_ERR_ARG, "a simulated mesh dimension of %d ranks (at most 4096)", p->mesh[d]);
+        memcpy(c, p->coord, sizeof c);
+        for (int k = 0; k < p->mesh[d]; k++) {
+            c[d] = k;
+            peers[k] = p->ranks[mfi_placement_index_of(p, c)];
+        }
+        MF_TRY(mfi_comm_sim_create(p->mesh[d], peers, p->coord[d], &p->dim_comm[d]));
+    }
+    return MF_OK;
+}
+
 /* the communicators of p: members, then one per mesh dimension */
 static mf_status make_comms(mf_placement *p)
 {
+    if (mfi_sim_on()) return make_sim_comms(p);
     MF_TRY(mfi_comm_split(mfi_comm_world(), p->index >= 0 ? 0 : -1, p->index, &p->comm));
     if (p->index < 0) return MF_OK;
     for (int d = 0; d < p->mesh_ndim; d++) {
@@ -87,8 +108,13 @@ mf_placement *mf_placement_create(int n, const int *ranks, int nd, const int *me
     char what[64] = "mf_placement_create";
     int world = mfi_comm_size_of(mfi_comm_world());
     if (mfi_placement_layout_check(what, n, ranks, nd, mesh, world) != MF_OK) return NULL;
-    if (dev != MF_DEV_CPU && dev != MF_DEV_CUDA) {
+    if (dev != MF_DEV_CPU && dev != MF_DEV_CUDA && dev != MF_DEV_META) {
         mfi_error(MF_ERR_ARG, "%s: unknown device type %d", what, (int)dev);
+        return NULL;
+    }
+    if ((dev == MF_DEV_META) != mfi_sim_on()) {
+        mfi_error(MF_ERR_ARG, mfi_sim_on() ? "%s: in a simulated world placements are on the meta device"
+                                            : "%s: a meta placement needs a simulated world (mf_simulate_begin)", what);
         return NULL;
     }
     /* a member drives its device: it must have one (one rank per GPU).
@@ -209,6 +235,9 @@ mf_status mfi_placement_text(const char *text, int *ranks, int cap, int *n, int 
     if (ok && !strncmp(s, "cuda", 4)) {
         *dev = MF_DEV_CUDA;
         s += 4;
+    } else if (ok && !strncmp(s, "meta", 4)) {
+        *dev = MF_DEV_META;
+        s += 4;
     } else if (ok && !strncmp(s, "cpu", 3)) {
         s += 3;
     }
@@ -253,6 +282,16 @@ void mf_placement_destroy(mf_placement *p)
     if (p && --p->refcount == 0) placement_free(p);
 }
 
+void mfi_placement_drop_sim(void)
+{
+    int k = 0;
+    for (int i = 0; i < nregistry; i++) {
+        if (registry[i]->sim) mf_placement_destroy(registry[i]);
+        else registry[k++] = registry[i];
+    }
+    nregistry = k;
+}
+
 void mfi_global_teardown(void)
 {
     for (int i = 0; i < nregistry; i++) mf_placement_destroy(registry[i]);
@@ -291,6 +330,7 @@ char *mf_placement_str(const mf_placement *p, char *buf, size_t size)
         for (int d = 0; d < p->mesh_ndim; d++) PUT("%s%d", d ? "x" : "", p->mesh[d]);
     }
     if (p->dev == MF_DEV_CUDA) PUT(" cuda");
+    if (p->dev == MF_DEV_META) PUT(" meta");
 #undef PUT
     return buf;
 }

@@ -134,7 +134,11 @@ void mfi_prefetch_free(mfi_prefetch *pf)
 mfi_prefetch *mfi_gather_start(mf_tensor *w, const mf_nd_sbp *to)
 {
     const mfi_global *g = w && w->global ? w->global : NULL;
-    if (!g || !g->local || g->placement->dev != MF_DEV_CPU || mf_tensor_device(g->local) != MF_DEV_CPU) return NULL;
+    /* host memory (and a simulated world's meta tensors, gathered as the
+     * host's would be) */
+    bool host = g && g->local && (g->placement->dev == MF_DEV_CPU || g->placement->dev == MF_DEV_META) &&
+                mf_tensor_device(g->local) == g->placement->dev;
+    if (!host) return NULL;
     const mf_placement *p = g->placement;
     int dim = -1;
     for (int d = 0; d < p->mesh_ndim; d++) {

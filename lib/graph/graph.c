@@ -20,6 +20,7 @@ struct mf_graph {
     char **names;   /* module and parameter names, owned */
     int nnames;
     double flops[MF_PROF_COUNT], bytes[MF_PROF_COUNT];
+    double comm_bytes[MF_COMM_KINDS];
     int64_t kcalls[MFI_K_COUNT];
     mf_device_type dev;
     int64_t start, peak;
@@ -175,6 +176,7 @@ static mf_graph_op *new_op(mf_graph *g, const char *name, mf_graph_phase phase)
     o->parent = g->nopen ? g->open[g->nopen - 1] : -1;
     o->module = g->nmodules ? g->modules[g->nmodules - 1] : "";
     o->cls = MF_PROF_OTHER;
+    o->comm_kind = -1;
     g->n++;
     return o;
 }
@@ -260,7 +262,8 @@ void mfi_graph_kernel(int kernel, mf_prof_class cls, double flops, double bytes)
         mf_graph_phase ph = g->backward_of >= 0 ? MF_GRAPH_BACKWARD : g->seen_backward ? MF_GRAPH_UPDATE
                                                                                         : MF_GRAPH_FORWARD;
         const mf_graph_op *last = g->n ? &g->ops[g->n - 1] : NULL;
-        if (last && !g->calls[g->n - 1].op && last->phase == ph && last->forward_of == g->backward_of) {
+        if (last && !g->calls[g->n - 1].op && last->comm_kind < 0 && last->phase == ph &&
+            last->forward_of == g->backward_of) {
             o = &g->ops[g->n - 1];
         } else {
             const char *name = ph == MF_GRAPH_UPDATE ? "update" : ph == MF_GRAPH_FORWARD ? "kernels" : "grad kernels";
@@ -277,6 +280,23 @@ void mfi_graph_kernel(int kernel, mf_prof_class cls, double flops, double bytes)
         c->best = flops + bytes;
         o->cls = cls;
     }
+}
+
+void mfi_graph_comm(int kind, int64_t bytes, int ranks, int nodes, int local, mf_coll_algo algo)
+{
+    mf_graph *g = mfi_graph_rec;
+    if (!g) return;
+    mf_graph_phase ph = g->backward_of >= 0 ? MF_GRAPH_BACKWARD : g->seen_backward ? MF_GRAPH_UPDATE : MF_GRAPH_FORWARD;
+    mf_graph_op *o = new_op(g, mf_comm_kind_name((mf_comm_kind)kind), ph);
+    if (!o) return;
+    o->comm_kind = kind;
+    o->comm_bytes = bytes;
+    o->comm_ranks = ranks;
+    o->comm_nodes = nodes;
+    o->comm_local = local;
+    o->comm_algo = algo;
+    g->comm_bytes[kind] += (double)bytes;
+    note_memory(g, &o->in_use);
 }
 
 /* ---------------------------------------------------------------- reading */
@@ -298,6 +318,11 @@ int64_t mf_graph_kernel_calls(const mf_graph *g, const char *kernel)
 }
 
 int64_t mf_graph_peak(const mf_graph *g) { return g ? g->peak : 0; }
+
+double mf_graph_comm_bytes(const mf_graph *g, mf_comm_kind k)
+{
+    return g && (unsigned)k < MF_COMM_KINDS ? g->comm_bytes[k] : 0;
+}
 int64_t mf_graph_start_in_use(const mf_graph *g) { return g ? g->start : 0; }
 
 static void shape_str(const mf_graph_value *v, char *buf, size_t size)
@@ -314,6 +339,12 @@ mf_status mf_graph_print(const mf_graph *g, FILE *f)
     static const char *const phase[] = {"fwd", "bwd", "upd"};
     for (int i = 0; i < g->n; i++) {
         const mf_graph_op *o = &g->ops[i];
+        if (o->comm_kind >= 0) {
+            fprintf(f, "%5d %s %-28s %-16s %.4g B over %d ranks on %d node(s), %s\n", i, phase[o->phase],
+                    *o->module ? o->module : "-", o->name, (double)o->comm_bytes, o->comm_ranks, o->comm_nodes,
+                    mf_coll_algo_name(o->comm_algo));
+            continue;
+        }
         char ins[512] = "", out[96];
         size_t len = 0;
         for (int k = 0; k < o->n_in && len < sizeof ins; k++) {
