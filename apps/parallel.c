@@ -252,7 +252,7 @@ mf_status par_setup(par *pp, const train_opts *o, const mf_plan *plan, mf_module
 {
     int n = mf_world_size();
     memset(pp, 0, sizeof *pp);
-    pp->dev = strcmp(o->device, "cuda") ? MF_DEV_CPU : MF_DEV_CUDA;
+    pp->dev = mf_simulating() ? MF_DEV_META : strcmp(o->device, "cuda") ? MF_DEV_CPU : MF_DEV_CUDA;   /* a simulated rank: meta */
     if (o->plan) snprintf(pp->what, sizeof pp->what, "--plan %s", o->plan);
     else if (o->tensor_parallel) snprintf(pp->what, sizeof pp->what, "--tensor-parallel %d", o->tensor_parallel);
     else snprintf(pp->what, sizeof pp->what, "--parallel %s", o->parallel ? o->parallel : "dp");
