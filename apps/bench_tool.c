@@ -32,6 +32,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: mpiexec -n N mpiflow-bench allreduce|reduce_scatter|allgather [--min-kb K] [--max-mb M]\n"
                  "                    [--reps R] [--rounds K]\n"
                  "       mpiexec -n N mpiflow-bench tune [--out FILE] [--verify] [--min-kb K] [--max-mb M] [--rounds K]\n"
+                 "       mpiexec -n N mpiflow-bench calibrate [--out FILE] [--quick]\n"
                  "       mpiexec -n N mpiflow-bench topo\n"
                  "Times each collective algorithm against the MPI library's own call, in one run;\n"
                  "topo prints what each rank sees: its node and local rank (MF_RANKS_PER_NODE=k\n"
@@ -43,6 +44,10 @@ static void usage(FILE *out)
                  "                  algorithm per size for this rank count and node layout to --out\n"
                  "                  (default mpiflow-tuning.txt; rules for other layouts in it are\n"
                  "                  kept); then MF_COLL_TUNING=FILE makes 'auto' follow it\n"
+                 "  calibrate       measure what mpiflow-plan predicts with (doc/planning.md): GEMM,\n"
+                 "                  convolution and attention FLOP/s, elementwise bandwidth, a kernel\n"
+                 "                  call's cost and the collectives' times, every rank at once; write\n"
+                 "                  them to --out (default mpiflow-calibration.txt); --quick: fewer sizes\n"
                  "  --verify        (tune) then load the file just written and print the three\n"
                  "                  tables from 64 KiB, in the same run: what 'auto' gains here\n"
                  "  --min-kb K      smallest message in KiB (default 4)\n"
@@ -313,6 +318,62 @@ static int tune(const char *path, double min_kb, double max_mb, int reps, int ro
     return 0;
 }
 
+/* calibrate: the rates mpiflow-plan predicts with (doc/planning.md) */
+static int calibrate(int argc, char **argv)
+{
+    const char *path = "mpiflow-calibration.txt";
+    bool quick = false;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--out") && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(argv[i], "--quick")) quick = true;
+        else {
+            fprintf(stderr, "mpiflow-bench: error: calibrate: unknown option '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (mf_init(&argc, &argv) != MF_OK) {
+        fprintf(stderr, "mpiflow-bench: error: %s\n", mf_last_error());
+        return 1;
+    }
+    double t0 = mf_time();
+    mf_calibration *c = mf_calibration_measure(quick);
+    int rc = 0;
+    if (!c) {
+        fprintf(stderr, "mpiflow-bench: error: calibrate: %s\n", mf_last_error());
+        rc = 1;
+    } else if (mf_rank() == 0) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        FILE *f = fopen(tmp, "w");
+        bool ok = f && mf_calibration_write(c, f) == MF_OK;
+        if (f && fclose(f) != 0) ok = false;
+        if (ok && rename(tmp, path) != 0) ok = false;
+        if (!ok) {
+            fprintf(stderr, "mpiflow-bench: error: calibrate: cannot write %s\n", path);
+            remove(tmp);
+            rc = 1;
+        } else {
+            printf("calibrate: %s\n", mf_calibration_source(c));
+            static const struct { mf_prof_class c; double w; const char *what; } show[] = {
+                {MF_PROF_GEMM, 1e6, "GEMM at 1 MFLOP a call"}, {MF_PROF_GEMM, 1e9, "GEMM at 1 GFLOP a call"},
+                {MF_PROF_CONV, 1e8, "convolution at 100 MFLOP a call"},
+                {MF_PROF_ATTENTION, 1e8, "attention at 100 MFLOP a call"}};
+            for (size_t i = 0; i < sizeof show / sizeof *show; i++)
+                printf("  %-32s %8.1f GFLOP/s\n", show[i].what, mf_calibration_rate(c, show[i].c, show[i].w) / 1e9);
+            printf("  %-32s %8.1f GB/s\n", "elementwise at 4 MiB a call", mf_calibration_rate(c, MF_PROF_ELEMENTWISE, 4 << 20) / 1e9);
+            printf("  %-32s %8.2f us\n", "a kernel call's fixed cost", mf_calibration_overhead(c) * 1e6);
+            if (mf_world_size() > 1)
+                printf("  %-32s %8.1f us\n", "allreduce of 1 MiB, all ranks",
+                       mf_calibration_comm_time(c, MF_COMM_ALLREDUCE, 1 << 20, mf_world_size(), mf_node_count()) * 1e6);
+            printf("wrote %s in %.1f s; mpiflow-plan --calibration %s predicts with it\n", path, mf_time() - t0, path);
+        }
+    }
+    mf_calibration_destroy(c);
+    rc = mf_agree(rc ? MF_ERR_IO : MF_OK) == MF_OK ? 0 : 1;
+    mf_finalize();
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -320,6 +381,7 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "topo")) return topo(argc, argv);
+    if (!strcmp(argv[1], "calibrate")) return calibrate(argc, argv);
     bool tuning = !strcmp(argv[1], "tune"), verify = false;
     int op = !strcmp(argv[1], "allreduce") ? ALLREDUCE : !strcmp(argv[1], "reduce_scatter") ? REDUCE_SCATTER
              : !strcmp(argv[1], "allgather") ? ALLGATHER : -1;

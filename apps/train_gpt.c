@@ -6,13 +6,11 @@
 #include <string.h>
 #include "apps/train_gpt.h"
 
-mf_status gpt_load(const train_opts *o, mf_gpt_config *c, mf_dataset **train, mf_dataset **val, char *err, size_t len)
+mf_status gpt_config(const train_opts *o, mf_gpt_config *c, char *err, size_t len)
 {
-    *train = *val = NULL;
     mf_status st = mf_gpt_preset(o->preset, c);
     if (st != MF_OK) return st;
     bool text = !strncmp(o->dataset, "text:", 5);
-    const char *path = o->dataset + (text ? 5 : 7);
     if (o->n_layer) c->n_layer = o->n_layer;
     if (o->n_head) c->n_head = o->n_head;
     if (o->n_embd) c->n_embd = o->n_embd;
@@ -27,6 +25,16 @@ mf_status gpt_load(const train_opts *o, mf_gpt_config *c, mf_dataset **train, mf
         snprintf(err, len, "--vocab-size %d: text is read as bytes, which needs 256", c->vocab_size);
         return MF_ERR_ARG;
     }
+    return MF_OK;
+}
+
+mf_status gpt_load(const train_opts *o, mf_gpt_config *c, mf_dataset **train, mf_dataset **val, char *err, size_t len)
+{
+    *train = *val = NULL;
+    mf_status st = gpt_config(o, c, err, len);
+    if (st != MF_OK) return st;
+    bool text = !strncmp(o->dataset, "text:", 5);
+    const char *path = o->dataset + (text ? 5 : 7);
     if (text) {
         *train = mf_dataset_text(path, 0.0, 0.9, c->seq_len);
         *val = *train && o->eval ? mf_dataset_text(path, 0.9, 1.0, c->seq_len) : NULL;

@@ -13,6 +13,8 @@
  * validation splits of --dataset text:PATH or tokens:GLOB. A message in
  * err for input that does not fit (MF_ERR_ARG); otherwise the library's
  * error. */
+/* The configuration alone, as gpt_load makes it. */
+mf_status gpt_config(const train_opts *o, mf_gpt_config *c, char *err, size_t len);
 mf_status gpt_load(const train_opts *o, mf_gpt_config *c, mf_dataset **train, mf_dataset **val, char *err, size_t len);
 
 #endif

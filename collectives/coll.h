@@ -52,7 +52,10 @@ typedef struct mfi_sim_event {
     int nodes;           /* the nodes it spans */
     int local;           /* the most of its ranks on one node */
     mf_coll_algo algo;   /* what the selection chose (tuning file, table, environment) */
+    bool async;          /* a non-blocking request's */
 } mfi_sim_event;
+/* Brackets a non-blocking request's simulated run (request.c). */
+void mfi_sim_async(bool on);
 /* Called for every simulated call (NULL: none); the step graph records them. */
 void mfi_sim_set_observer(void (*fn)(const mfi_sim_event *e));
 

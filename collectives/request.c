@@ -128,7 +128,9 @@ static mf_status submit(mfi_request *r, mfi_comm *c, mfi_request **out)
     mfi_ledger_context_copy(r->label, sizeof r->label);
     if (c->sim) {   /* counted now, complete at once */
         r->c = c;
+        mfi_sim_async(true);
         run(r);
+        mfi_sim_async(false);
         r->done = true;
         *out = r;
         return MF_OK;

@@ -16,6 +16,9 @@
 #include "base/error.h"
 
 static void (*observer)(const mfi_sim_event *e);
+static _Thread_local bool async;
+
+void mfi_sim_async(bool on) { async = on; }
 
 void mfi_sim_set_observer(void (*fn)(const mfi_sim_event *e)) { observer = fn; }
 
@@ -63,7 +66,7 @@ mf_status mfi_sim_call(mf_comm_kind kind, mfi_comm *c, int64_t bytes, mf_coll_al
     if (selected && algo == MF_COLL_AUTO && c->size > 1) MF_TRY(mfi_coll_choose(op, c, bytes, &algo));
     if (!selected) algo = MF_COLL_MPI;
     if (observer && c->size > 1 && bytes > 0) {
-        mfi_sim_event e = {kind, bytes, c->size, c->sim_nodes, c->sim_local, algo};
+        mfi_sim_event e = {kind, bytes, c->size, c->sim_nodes, c->sim_local, algo, async};
         observer(&e);
     }
     return MF_OK;

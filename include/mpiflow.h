@@ -25,5 +25,6 @@
 #include "mpiflow/pipeline.h"
 #include "mpiflow/plan.h"
 #include "mpiflow/graph.h"
+#include "mpiflow/predict.h"
 
 #endif

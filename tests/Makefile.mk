@@ -23,7 +23,9 @@ TESTS += $(TEST_SUITES) $(SHELL_TESTS)
 TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/timed.sh $(top_srcdir)/tests/mpirun.sh
 SH_LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/timed.sh $(SHELL)
-AM_TESTS_ENVIRONMENT = MPIEXEC='$(MPIEXEC)'; export MPIEXEC; H5DUMP='$(H5DUMP)'; export H5DUMP; \
+# One compute thread per rank unless a test asks for more: make -j2 check
+# runs two tests at once on two cores (tests/lib.sh)
+AM_TESTS_ENVIRONMENT = MF_THREADS=$${MF_THREADS:-1}; export MF_THREADS; MPIEXEC='$(MPIEXEC)'; export MPIEXEC; H5DUMP='$(H5DUMP)'; export H5DUMP; \
 	MF_BUILD_CFLAGS='$(CFLAGS)'; export MF_BUILD_CFLAGS; MF_BUILD_LDFLAGS='$(LDFLAGS)'; export MF_BUILD_LDFLAGS; \
 	top_srcdir='$(top_srcdir)'; export top_srcdir; top_builddir='$(top_builddir)'; export top_builddir;
 EXTRA_DIST += tests/mpirun.sh tests/timed.sh tests/lib.sh tests/slurm_lib.sh $(SHELL_TESTS)
@@ -61,6 +63,14 @@ ENGINE_FREE_TESTS = tests/test_coll tests/coll.sh tests/slurm.sh tests/layering.
 	tests/watchdog.sh tests/hang.sh tests/signals.sh tests/fuzz.sh tests/full_disk.sh tests/ckpt_faults.sh \
 	tests/data_faults.sh tests/app_errors.sh tests/gpu_bundle.sh tests/test_cuda tests/cuda_train.sh tests/cuda_kernels.sh \
 	tests/test_cpu_engine tests/cpu_engine.sh tests/test_base tests/test_tokens tests/test_data
+# Nor the tests of parallel layouts (checkpoint resharding, plans,
+# pipelines, tensor parallel, the global-tensor suites run on several
+# ranks, N ranks against 1): their engine is the same on both sides of
+# every comparison, so they test the layout, not the engine, and the
+# per-op suites, the training runs and the bit-for-bit test cover the
+# engine's products under them.
+LAYOUT_TESTS = tests/ckpt.sh tests/ckpt_app.sh tests/gpt_parallel.sh tests/gpt_pipeline.sh tests/pipeline.sh \
+	tests/plans.sh tests/global.sh tests/parallel_parity.sh tests/dp_sync.sh
 check-openblas:
-	MF_CPU_ENGINE=openblas $(MAKE) $(AM_MAKEFLAGS) check TESTS='$(filter-out $(ENGINE_FREE_TESTS),$(TESTS))'
+	MF_CPU_ENGINE=openblas $(MAKE) $(AM_MAKEFLAGS) check TESTS='$(filter-out $(ENGINE_FREE_TESTS) $(LAYOUT_TESTS),$(TESTS))'
 .PHONY: check-openblas

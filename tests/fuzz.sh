@@ -1,6 +1,6 @@
 #!/bin/sh
 # A bounded, seeded fuzz of the checkpoint loader and the IDX reader:
-# MUTANTS (default 250) damaged copies each of a checkpoint and of the
+# MUTANTS (default 150) damaged copies each of a checkpoint and of the
 # four gzip IDX files of a small dataset (tests/fuzz_mutate: flipped
 # bits, random bytes, runs of 0x00/0xff, truncations, most in the
 # metadata). Each mutant is resumed from, or trained on, by mpiflow-train.
@@ -20,7 +20,7 @@ require_fashion_mnist
 T=$TMPDIR_TEST
 MUT="$top_builddir/tests/fuzz_mutate"
 FM=/usr/share/datasets/fashion-mnist
-n=${FUZZ_MUTANTS:-250}
+n=${FUZZ_MUTANTS:-150}
 seed0=${FUZZ_SEED:-1}
 
 # run1 OUT ARGS...: mpiflow-train on 1 rank; its exit status, and the

@@ -68,6 +68,11 @@ typedef struct mf_graph_op {
     mf_graph_value out;
     double flops, bytes; /* of its own kernels (not of ops inside it) */
     int kernels;         /* its own kernel calls */
+    /* the same split: FLOPs and calls of its matrix kernels (GEMM,
+     * convolution, attention: cls says which), bytes and calls of the
+     * others (memory-bound) */
+    double mm_flops, mem_bytes;
+    int mm_calls, mem_calls;
     mf_prof_class cls;   /* the class of its costliest kernel (MF_PROF_OTHER: none) */
     int64_t saved_bytes; /* bytes it keeps for its backward (0 if not recorded) */
     int64_t in_use;      /* the device allocator's bytes in use after it */
@@ -79,6 +84,7 @@ typedef struct mf_graph_op {
     int64_t comm_bytes;
     int comm_ranks, comm_nodes, comm_local;
     mf_coll_algo comm_algo;
+    bool comm_async;     /* started without waiting for it (a non-blocking request) */
 } mf_graph_op;
 
 typedef struct mf_graph mf_graph;

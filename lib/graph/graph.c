@@ -274,6 +274,13 @@ void mfi_graph_kernel(int kernel, mf_prof_class cls, double flops, double bytes)
     o->flops += flops;
     o->bytes += bytes;
     o->kernels++;
+    if (cls == MF_PROF_GEMM || cls == MF_PROF_CONV || cls == MF_PROF_ATTENTION) {
+        o->mm_flops += flops;
+        o->mm_calls++;
+    } else {
+        o->mem_bytes += bytes;
+        o->mem_calls++;
+    }
     /* the op's class: that of its costliest kernel call */
     mfi_graph_call *c = &g->calls[o - g->ops];
     if (o->kernels == 1 || flops + bytes > c->best) {
@@ -282,7 +289,7 @@ void mfi_graph_kernel(int kernel, mf_prof_class cls, double flops, double bytes)
     }
 }
 
-void mfi_graph_comm(int kind, int64_t bytes, int ranks, int nodes, int local, mf_coll_algo algo)
+void mfi_graph_comm(int kind, int64_t bytes, int ranks, int nodes, int local, mf_coll_algo algo, bool async)
 {
     mf_graph *g = mfi_graph_rec;
     if (!g) return;
@@ -295,6 +302,7 @@ void mfi_graph_comm(int kind, int64_t bytes, int ranks, int nodes, int local, mf
     o->comm_nodes = nodes;
     o->comm_local = local;
     o->comm_algo = algo;
+    o->comm_async = async;
     g->comm_bytes[kind] += (double)bytes;
     note_memory(g, &o->in_use);
 }

@@ -1,0 +1,81 @@
+/*
+ * mpiflow/predict.h - what a training step will cost, predicted from
+ * measurements of this machine (doc/planning.md, "Predicting a step").
+ *
+ * A calibration holds rates measured here: GEMM, convolution and fused
+ * attention FLOP/s as a function of the work per kernel call, the
+ * memory bandwidth of elementwise kernels as a function of the bytes per
+ * call, the fixed cost of a kernel call, and the time of each
+ * collective by message size, rank count and node count.
+ * `mpiflow-bench calibrate` measures one and writes it (like the
+ * collective tuning file); a built-in default stands in when there is
+ * none. Applied to a step graph (mpiflow/graph.h), recorded on the meta
+ * device in a simulated world, it gives the step's time: compute, the
+ * communication compute does not hide, and a pipeline's bubble.
+ */
+#ifndef MPIFLOW_PREDICT_H
+#define MPIFLOW_PREDICT_H
+
+#include <stdio.h>
+#include "mpiflow/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mf_calibration mf_calibration;
+
+/* Rates for when nothing was measured: a modest CPU core and one node's
+ * shared memory (their source says "built-in default"). */
+MF_API mf_calibration *mf_calibration_default(void);
+/* Reads a file mf_calibration_write wrote; NULL with MF_ERR_IO (cannot
+ * read), or MF_ERR_FORMAT naming the file, the line and what is wrong. */
+MF_API mf_calibration *mf_calibration_load(const char *path);
+MF_API mf_status mf_calibration_write(const mf_calibration *c, FILE *f);
+MF_API void mf_calibration_destroy(mf_calibration *c);
+/* Measures every rate on this machine, on the default device at this
+ * process's thread count, with every rank of the world measuring at
+ * once (so a node whose ranks share cores is measured as it trains);
+ * collectives on groups of 2, 4, ... consecutive ranks and on the world.
+ * Collective; each rank gets its own measurements (write rank 0's).
+ * quick: fewer sizes and repetitions (a test's). */
+MF_API mf_calibration *mf_calibration_measure(bool quick);
+/* "measured: cpu ... , 1 thread(s), 4 rank(s) on 1 node(s)" or "built-in default". */
+MF_API const char *mf_calibration_source(const mf_calibration *c);
+
+/* One calibrated rate: a class's FLOP/s at `work` FLOPs per kernel call
+ * (MF_PROF_GEMM, MF_PROF_CONV, MF_PROF_ATTENTION), or for another class
+ * the bytes per second at `work` bytes per call. */
+MF_API double mf_calibration_rate(const mf_calibration *c, mf_prof_class cls, double work);
+/* A kernel call's fixed seconds (its launch, its threads' start). */
+MF_API double mf_calibration_overhead(const mf_calibration *c);
+/* The seconds of one collective of `bytes` (the message, as the tally
+ * counts it) over `ranks` ranks on `nodes` nodes. */
+MF_API double mf_calibration_comm_time(const mf_calibration *c, mf_comm_kind kind, int64_t bytes, int ranks,
+                                       int nodes);
+
+typedef struct mf_step_time {
+    double compute;        /* the graph's kernels, at the calibrated rates */
+    double comm;           /* every communication entry, end to end */
+    double exposed_comm;   /* the part compute does not hide (blocking calls, and what non-blocking ones leave) */
+    double bubble;         /* a pipeline's idle time (mf_predict_pipeline) */
+    double step;           /* compute + exposed_comm + bubble */
+} mf_step_time;
+
+/* The time of a step from its graph (one rank's, recorded in a
+ * simulated world): each op at its class's rate for its work per kernel
+ * call, each communication entry at the calibrated time; communication
+ * that the step started without waiting for (gradient buckets, ZeRO-3
+ * prefetch) overlaps the compute after it, and the optimizer's update
+ * waits for it. */
+MF_API mf_status mf_predict_step(const mf_graph *g, const mf_calibration *c, mf_step_time *out);
+/* A pipeline of `stages` stages and `micro_batches` micro-batches whose
+ * slowest stage's step (all its micro-batches) is t: the schedule's
+ * bubble, (stages - 1) micro-batch times, is added (GPipe and 1F1B
+ * alike). */
+MF_API void mf_predict_pipeline(mf_step_time *t, int stages, int micro_batches);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
