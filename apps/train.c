@@ -187,10 +187,44 @@ static void print_comm(int64_t steps)
 }
 
 /* Loss and throughput since the last log line. */
+#define STEP_TIMES 1024
+
 typedef struct meter {
     double t0, t_log, window, sum, last_loss;
     int64_t in_window, step_log;
+    double step_s[STEP_TIMES];   /* the last steps' wall times */
+    int nsteps;
+    int64_t peak;                /* the most bytes in use during a step, above those before the model */
 } meter;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* the median step time (the first step, which makes the optimizer's
+ * state and warms the caches, left out when there are more) and the
+ * peak memory per rank, the largest of any rank: what mpiflow-plan
+ * predicts */
+static void step_stats(const meter *m, double *median_s, double *peak_mib)
+{
+    double t[STEP_TIMES];
+    int n = m->nsteps < STEP_TIMES ? m->nsteps : STEP_TIMES, from = n > 1 && m->nsteps <= STEP_TIMES;
+    memcpy(t, m->step_s + from, (size_t)(n - from) * sizeof *t);
+    qsort(t, (size_t)(n - from), sizeof *t, cmp_double);
+    *median_s = n - from > 0 ? t[(n - from) / 2] : NAN;
+    int nr = mf_world_size();
+    double *v = calloc((size_t)nr, sizeof *v);
+    *peak_mib = NAN;
+    if (!v) return;
+    v[mf_rank()] = (double)m->peak / 1048576.0;
+    if (mf_allreduce(v, nr, MF_F64, MF_COLL_MPI) == MF_OK) {
+        *peak_mib = 0;
+        for (int i = 0; i < nr; i++) *peak_mib = fmax(*peak_mib, v[i]);
+    }
+    free(v);
+}
 
 static void meter_step(run *r, meter *m, int64_t done, int64_t epoch, double lr, double loss)
 {
@@ -255,25 +289,27 @@ static int final_report(run *r, const meter *m)
         print_profile(elapsed);
         if (r->total_steps > r->start_step) print_comm(r->total_steps - r->start_step);
     }
-    double test_loss = NAN, test_acc = NAN;
+    double test_loss = NAN, test_acc = NAN, step_med, peak_mib;
+    step_stats(m, &step_med, &peak_mib);
     if (r->o.eval && evaluate(r, &test_loss, &test_acc) != MF_OK) return report("evaluation", 1);
     if (r->gpt && mf_rank() == 0) {
         if (r->metrics && r->o.eval) fprintf(r->metrics, "%lld,,,,,,%.9g\n", (long long)r->total_steps, test_loss);
         printf("final val_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f time_s=%.1f "
-               "tokens_per_sec=%.0f\n",
+               "tokens_per_sec=%.0f step_ms=%.3f peak_mib=%.3f\n",
                test_loss, m->sum / (double)(r->total_steps - r->start_step), m->last_loss, (long long)r->total_steps,
                (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
-               (double)(r->total_steps - r->start_step) * (double)r->o.batch_size * (double)r->sample_tokens / elapsed);
+               (double)(r->total_steps - r->start_step) * (double)r->o.batch_size * (double)r->sample_tokens / elapsed,
+               step_med * 1e3, peak_mib);
         fflush(stdout);
         return 0;
     }
     if (mf_rank() == 0) {
         printf("final test_accuracy=%.4f test_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f "
-               "time_s=%.1f samples_per_sec=%.0f\n",
+               "time_s=%.1f samples_per_sec=%.0f step_ms=%.3f peak_mib=%.3f\n",
                test_acc, test_loss, m->sum / (double)(r->total_steps - r->start_step), m->last_loss,
                (long long)r->total_steps,
                (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
-               (double)(r->total_steps - r->start_step) * (double)r->o.batch_size / elapsed);
+               (double)(r->total_steps - r->start_step) * (double)r->o.batch_size / elapsed, step_med * 1e3, peak_mib);
         fflush(stdout);
     }
     return 0;
@@ -372,8 +408,13 @@ static int train(run *r)
     for (int64_t step = r->start_step; step < r->total_steps; step++) {
         double lr = r->sched ? mf_lr_schedule_at(r->sched, step) : o->lr;
         mf_optim_set_lr(r->optim, lr);
-        double loss = NAN;
+        double loss = NAN, ts = mf_time();
+        mf_memory_reset_peak();
         if (run_train_step(r, &loss) != MF_OK) return report("training step", 1);
+        m.step_s[m.nsteps++ % STEP_TIMES] = mf_time() - ts;
+        mf_memory_stats ms;
+        mf_memory_get_total_stats(&ms);
+        if (ms.peak - r->mem_base > m.peak) m.peak = ms.peak - r->mem_base;
         if (!isfinite(loss)) {
             fprintf(stderr, "mpiflow-train: error: the loss is %g at step %lld; lower --lr or add --clip-grad\n", loss,
                     (long long)step + 1);
@@ -465,6 +506,9 @@ int main(int argc, char **argv)
         code = report("loading data", input_code(st));
         goto out;
     }
+    mf_memory_stats base;
+    mf_memory_get_total_stats(&base);
+    r.mem_base = base.in_use;   /* what the data took: not the plan's */
     st = mf_agree(run_build(&r));
     if (st != MF_OK) {
         if (r.err[0]) {

@@ -33,6 +33,7 @@ typedef struct run {
     char err[512];           /* a setup message for every rank */
     int64_t start_step;      /* > 0 when resumed */
     int64_t sample_tokens;   /* tokens per sample (1 for images: progress counts samples) */
+    int64_t mem_base;        /* bytes in use before the model was built */
 } run;
 
 /* The datasets of --dataset (and the GPT's configuration); r->err holds

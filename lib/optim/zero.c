@@ -43,7 +43,7 @@ mf_status mf_optim_set_zero(mf_optim *o, int stage)
         MF_FAIL(MF_ERR_STATE, "mf_optim_set_zero: the optimizer has stepped; set ZeRO before the first step");
     for (int i = 0; stage && i < o->n; i++) {
         const mfi_global *g = o->params[i].p->global;
-        if (g && g->placement->dev != MF_DEV_CPU)   /* the placement: the same answer on every rank */
+        if (g && g->placement->dev == MF_DEV_CUDA)   /* the placement: the same answer on every rank */
             MF_FAIL(MF_ERR_ARG, "mf_optim_set_zero: ZeRO-1 runs on CPU parameters only in this release; '%s' is on %s",
                     o->params[i].name, mf_device_name(g->placement->dev));
     }

@@ -21,6 +21,8 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Every rank makes the same calls (collectives are measured too): the
+ * count of calls follows rank 0's times. */
 static mf_status time_calls(bench_fn fn, void *u, double min_s, double *per_call)
 {
     double t[3];
@@ -28,10 +30,12 @@ static mf_status time_calls(bench_fn fn, void *u, double min_s, double *per_call
     mf_synchronize();
     int reps = 1;
     for (;;) {   /* enough calls for min_s */
+        mfi_comm_barrier();
         double t0 = mf_time();
         for (int i = 0; i < reps; i++) MF_TRY(fn(u));
         mf_synchronize();
         double d = mf_time() - t0;
+        MF_TRY(mfi_bcast(mfi_comm_world(), &d, 1, MF_F64, 0));
         if (d >= min_s || reps >= 1 << 20) break;
         reps *= d > 0 ? (int)fmin(16, fmax(2, min_s / d * 1.2)) : 16;
     }

@@ -1,0 +1,377 @@
+/*
+ * apps/plan_search.c - every plan of a model on N ranks, each predicted
+ * by running its training step as its ranks would (the meta device in a
+ * simulated world: apps/train_run.c's run and step, unchanged), then
+ * ranked by predicted step time among those that fit (doc/planning.md).
+ *
+ * A plan is a set of mpiflow-train flags: pipeline stages and
+ * micro-batches, tensor parallel (inside a node) with or without
+ * sequence parallel, ZeRO over the data-parallel ranks, recompute. Each
+ * is simulated on the first rank of each pipeline stage (past 8 stages:
+ * the first, a middle and the last); its memory is the largest of
+ * theirs, its time the slowest stage's with the schedule's bubble.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "apps/plan_flags.h"
+#include "apps/plan_search.h"
+#include "apps/train_gpt.h"
+#include "apps/train_run.h"
+
+int parse_size(const char *s, int64_t *bytes)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= 0)) return -1;
+    double unit = 1;
+    if (*end) {
+        char u = (char)toupper((unsigned char)*end);
+        unit = u == 'K' ? 1024.0 : u == 'M' ? 1048576.0 : u == 'G' ? 1073741824.0 : u == 'T' ? 1099511627776.0 : 0;
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'B' || *end == 'b') end++;
+    }
+    if (unit == 0 || *end || v * unit > 9e18) return -1;
+    *bytes = (int64_t)(v * unit);
+    return 0;
+}
+
+/* ------------------------------------------------------------- predict */
+static void apply_candidate(train_opts *o, const candidate *c);
+/* the bytes of a tensor's local piece, as the allocator rounds them */
+static int64_t piece(mf_tensor *t)
+{
+    mf_tensor *l = t && mf_tensor_is_global(t) ? mf_to_local(t) : mf_tensor_retain(t);
+    int64_t b = l ? mf_tensor_nbytes(l) : 0;
+    mf_tensor_destroy(l);
+    return b;
+}
+
+/* One rank of the plan c, simulated: its memory and the graph of its
+ * second step (the first makes the optimizer's state). */
+static mf_status simulate_rank(const train_opts *base, const candidate *c, int ranks, int per_node, int rank,
+                               const mf_calibration *cal, candidate *out, char *why, size_t len)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    r.o = *base;
+    apply_candidate(&r.o, c);
+    r.o.prefetch = 0;
+    r.gpt = !strcmp(r.o.model, "gpt");
+    r.task = train_task_of(r.o.model);
+    mf_status st = mf_simulate_begin(ranks, rank, per_node);
+    if (st != MF_OK) return st;
+    mf_memory_stats ms;
+    mf_memory_get_total_stats(&ms);
+    const int64_t before = ms.in_use;
+    st = mf_set_default_device(MF_DEV_META);
+    int64_t shape[3] = {1, 28, 28};
+    if (st == MF_OK && r.gpt) st = gpt_config(&r.o, &r.gc, r.err, sizeof r.err);
+    if (st == MF_OK) st = run_build_model(&r, shape, 10, "the simulated data");
+    if (st != MF_OK) snprintf(why, len, "%.250s", r.err[0] ? r.err : mf_last_error());
+    /* this rank's rows of a batch */
+    const int64_t B = r.o.batch_size, T = r.gpt ? r.gc.seq_len : 0;
+    int64_t rows = B;
+    if (st == MF_OK && r.par.shard_count > 1) {
+        if (B % r.par.shard_count) {
+            snprintf(why, len, "--batch-size %lld does not divide into %d data-parallel rows", (long long)B,
+                     r.par.shard_count);
+            st = MF_ERR_ARG;
+        }
+        rows = B / (r.par.shard_count > 0 ? r.par.shard_count : 1);
+    }
+    mf_graph *g = NULL;
+    double t_peak = 0;
+    for (int step = 0; step < 2 && st == MF_OK; step++) {
+        mf_set_default_device(MF_DEV_CPU);   /* the loader's batch is host memory */
+        mf_tensor *x = r.gpt ? mf_zeros(MF_I64, 2, (int64_t[]){rows, T}) : mf_zeros(MF_F32, 4, (int64_t[]){rows, 1, 28, 28});
+        mf_tensor *y = r.gpt ? mf_zeros(MF_I64, 2, (int64_t[]){rows, T}) : mf_zeros(MF_I64, 1, &rows);
+        mf_set_default_device(MF_DEV_META);
+        if (!x || !y) {
+            mf_tensor_destroy(x);
+            mf_tensor_destroy(y);
+            st = mf_last_status();
+            break;
+        }
+        mf_memory_reset_peak();
+        if (step == 1) st = mf_graph_begin(r.model);
+        double loss;
+        if (st == MF_OK) st = run_step(&r, x, y, B, &loss);
+        if (step == 1 && mf_graph_recording()) g = mf_graph_end();
+        if (st != MF_OK) snprintf(why, len, "the step failed: %s", mf_last_error());
+        mf_memory_get_total_stats(&ms);
+        t_peak = (double)(ms.peak - before);
+    }
+    if (st == MF_OK && g) {
+        mf_step_time t;
+        mf_predict_step(g, cal, &t);
+        if (t.step > out->time.step) out->time = t;
+        out->comm_bytes = 0;
+        for (int k = 0; k < MF_COMM_KINDS; k++) out->comm_bytes += mf_graph_comm_bytes(g, (mf_comm_kind)k);
+        if ((int64_t)t_peak > out->peak) {
+            out->peak = (int64_t)t_peak;
+            int64_t p = 0, gr = 0;
+            for (int i = 0; r.params && i < r.params->n; i++) {
+                mf_tensor *w = r.params->items[i].tensor;
+                p += piece(w);
+                gr += piece(mf_tensor_grad(w));   /* borrowed */
+            }
+            mf_memory_get_total_stats(&ms);
+            out->params = p;
+            out->grads = gr;
+            out->optim = ms.in_use - before - p - gr > 0 ? ms.in_use - before - p - gr : 0;
+            out->other = out->peak - p - gr - out->optim;
+        }
+    }
+    mf_graph_destroy(g);
+    run_cleanup(&r);
+    mf_set_default_device(MF_DEV_CPU);
+    mf_simulate_end();
+    mf_clear_error();
+    return st;
+}
+
+void plan_predict(const train_opts *base, int ranks, int per_node, const mf_calibration *cal, candidate *c)
+{
+    c->ok = false;
+    c->peak = 0;
+    memset(&c->time, 0, sizeof c->time);
+    /* the first rank of each stage (of the first, a middle and the last
+     * one past 8 stages): the slowest stage sets the pace */
+    for (int s = 0; s < c->pp; s++) {
+        if (c->pp > 8 && s != 0 && s != c->pp / 2 && s != c->pp - 1) continue;
+        if (simulate_rank(base, c, ranks, per_node, s * (ranks / c->pp), cal, c, c->why, sizeof c->why) != MF_OK)
+            return;
+    }
+    if (c->pp > 1) mf_predict_pipeline(&c->time, c->pp, c->micro_batches);
+    c->ok = true;
+}
+
+/* ---------------------------------------------------------- candidates */
+static const char *recompute_of(const char *model)
+{
+    return !strcmp(model, "gpt") ? "block" : !strcmp(model, "vit") ? "block*" : !strcmp(model, "lenet") ? "conv*" : NULL;
+}
+
+static void describe(candidate *c)
+{
+    size_t k = 0;
+    c->flags[0] = 0;
+#define ADD(...) (k += k < sizeof c->flags ? (size_t)snprintf(c->flags + k, sizeof c->flags - k, __VA_ARGS__) : 0)
+    if (c->pp > 1) ADD("--pipeline-stages %d --micro-batches %d ", c->pp, c->micro_batches);
+    if (c->tp > 1) ADD("--tensor-parallel %d %s", c->tp, c->sp ? "--sequence-parallel " : "");
+    if (c->zero) ADD("--zero %d ", c->zero);
+    if (c->recompute) ADD("--recompute '%s' ", c->recompute);
+#undef ADD
+    if (k && k < sizeof c->flags) c->flags[k - 1] = 0;
+    if (!c->flags[0]) snprintf(c->flags, sizeof c->flags, c->dp > 1 ? "(data parallel)" : "(one rank)");
+}
+
+candidate *plan_candidates(const train_opts *base, int ranks, int per_node, int *n, char *err, size_t len)
+{
+    int cap = 512;
+    candidate *c = calloc((size_t)cap, sizeof *c);
+    *n = 0;
+    if (!c) {
+        snprintf(err, len, "out of memory");
+        return NULL;
+    }
+    const bool tp_ok = !strcmp(base->model, "gpt") || !strcmp(base->model, "vit");
+    const char *rc = recompute_of(base->model);
+    for (int pp = 1; pp <= ranks && pp <= 64; pp *= 2) {
+        if (ranks % pp) continue;
+        for (int tp = 1; tp <= ranks / pp && tp <= per_node; tp *= 2) {
+            if ((ranks / pp) % tp || (tp > 1 && !tp_ok)) continue;
+            int dp = ranks / pp / tp;
+            for (int sp = 0; sp <= (tp > 1); sp++)
+                for (int zero = 0; zero <= (dp > 1 ? (pp > 1 ? 1 : 3) : 0); zero++)
+                    for (int r = 0; r <= (rc != NULL); r++)
+                        for (int m = pp > 1 ? pp : 0; m <= (pp > 1 ? 2 * pp : 0); m = m ? m * 2 : 1) {
+                            if (*n == cap) break;
+                            candidate *k = &c[(*n)++];
+                            *k = (candidate){.dp = dp, .tp = tp, .pp = pp, .zero = zero, .sp = sp,
+                                             .micro_batches = m, .recompute = r ? rc : NULL};
+                            describe(k);
+                            if (!m) break;
+                        }
+        }
+    }
+    if (*n == 0) {
+        snprintf(err, len, "no plan fits %d ranks", ranks);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static int64_t rank_memory;
+
+static int by_time(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+    bool fx = x->ok && (!rank_memory || x->peak <= rank_memory), fy = y->ok && (!rank_memory || y->peak <= rank_memory);
+    if (fx != fy) return fx ? -1 : 1;
+    if (x->ok != y->ok) return x->ok ? -1 : 1;
+    if (!fx && x->ok) return (x->peak > y->peak) - (x->peak < y->peak);   /* over budget: the smallest first */
+    return (x->time.step > y->time.step) - (x->time.step < y->time.step);
+}
+
+void plan_rank(candidate *c, int n, int64_t memory)
+{
+    rank_memory = memory;
+    qsort(c, (size_t)n, sizeof *c, by_time);
+}
+
+/* the options of candidate c on top of base */
+static void apply_candidate(train_opts *o, const candidate *c)
+{
+    o->tensor_parallel = c->tp > 1 ? c->tp : 0;
+    o->sequence_parallel = c->sp;
+    o->zero = c->zero;
+    o->recompute = c->recompute;
+    o->pipeline_stages = c->pp > 1 ? c->pp : 0;
+    o->micro_batches = c->micro_batches;
+}
+
+int plan_write_best(const train_opts *base, const candidate *c, int ranks, const char *path)
+{
+    train_opts o = *base;
+    apply_candidate(&o, c);
+    char err[512] = "";
+    mf_status st = mf_simulate_begin(ranks, 0, ranks);
+    mf_gpt_config gc;
+    mf_module *m = NULL;
+    if (st == MF_OK) st = mf_set_default_device(MF_DEV_META);
+    if (st == MF_OK && !strcmp(o.model, "gpt")) st = gpt_config(&o, &gc, err, sizeof err);
+    if (st == MF_OK) m = !strcmp(o.model, "gpt") ? mf_model_gpt(&gc) : mf_model_create(o.model, 1, 28, 28, 10);
+    mf_plan *plan = m ? plan_of_flags(&o, m, ranks, err, sizeof err) : NULL;
+    FILE *f = plan ? fopen(path, "w") : NULL;
+    bool ok = f && mf_plan_write(plan, f) == MF_OK;
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok)
+        fprintf(stderr, "mpiflow-plan: error: --write %s: %s\n", path, !plan ? (err[0] ? err : mf_last_error())
+                                                                              : "cannot write the file");
+    else
+        printf("wrote %s: mpiflow-train --plan %s runs it (the same as %s)\n", path, path, c->flags);
+    mf_plan_destroy(plan);
+    mf_module_destroy(m);
+    mf_set_default_device(MF_DEV_CPU);
+    mf_simulate_end();
+    return ok ? 0 : 2;
+}
+
+/* --------------------------------------------------------------- table */
+static void human(int64_t b, char *buf, size_t size)
+{
+    double v = (double)b;
+    if (v >= 1073741824.0) snprintf(buf, size, "%.2f GiB", v / 1073741824.0);
+    else if (v >= 1048576.0) snprintf(buf, size, "%.1f MiB", v / 1048576.0);
+    else snprintf(buf, size, "%.0f KiB", v / 1024.0);
+}
+
+static void seconds(double s, char *buf, size_t size)
+{
+    if (s >= 1) snprintf(buf, size, "%.2f s", s);
+    else if (s >= 1e-3) snprintf(buf, size, "%.1f ms", s * 1e3);
+    else snprintf(buf, size, "%.0f us", s * 1e6);
+}
+
+static void print_row(int i, const candidate *c)
+{
+    char st[24], cp[24], ex[24], bu[24], pk[24], pa[24], gr[24], op[24], ot[24];
+    seconds(c->time.step, st, sizeof st);
+    seconds(c->time.compute, cp, sizeof cp);
+    seconds(c->time.exposed_comm, ex, sizeof ex);
+    seconds(c->time.bubble, bu, sizeof bu);
+    human(c->peak, pk, sizeof pk);
+    human(c->params, pa, sizeof pa);
+    human(c->grads, gr, sizeof gr);
+    human(c->optim, op, sizeof op);
+    human(c->other, ot, sizeof ot);
+    printf("%3d  %-62s %3dx%dx%d  %9s %9s %9s %9s  %10s  %9s %9s %9s %10s\n", i, c->flags, c->dp, c->tp, c->pp, st, cp,
+           ex, bu, pk, pa, gr, op, ot);
+}
+
+int plan_search_main(const search_opts *so)
+{
+    int ranks = so->ranks ? so->ranks : mf_world_size(), per_node = so->per_node ? so->per_node : ranks;
+    if (per_node > ranks) per_node = ranks;
+    if (ranks % per_node) {
+        fprintf(stderr, "mpiflow-plan: error: --ranks %d is not divisible by --ranks-per-node %d; give a rank count "
+                "that fills whole nodes\n", ranks, per_node);
+        return 2;
+    }
+    if (so->tuning && mf_coll_tuning_load(so->tuning) != MF_OK) {
+        fprintf(stderr, "mpiflow-plan: error: --tuning: %s\n", mf_last_error());
+        return 2;
+    }
+    mf_calibration *cal = so->calibration ? mf_calibration_load(so->calibration) : mf_calibration_default();
+    if (!cal) {
+        fprintf(stderr, "mpiflow-plan: error: --calibration: %s\n", mf_last_error());
+        return 2;
+    }
+    char err[256];
+    int n = 0;
+    candidate *c = plan_candidates(&so->base, ranks, per_node, &n, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "mpiflow-plan: error: %s\n", err);
+        mf_calibration_destroy(cal);
+        return 2;
+    }
+    double t0 = mf_time();
+    for (int i = 0; i < n; i++) plan_predict(&so->base, ranks, per_node, cal, &c[i]);
+    double took = mf_time() - t0;
+    plan_rank(c, n, so->memory);
+    int fit = 0, runnable = 0;
+    for (int i = 0; i < n; i++) {
+        runnable += c[i].ok;
+        fit += c[i].ok && (!so->memory || c[i].peak <= so->memory);
+    }
+    int code = 0;
+    char mem[32] = "no limit";
+    if (so->memory) human(so->memory, mem, sizeof mem);
+    printf("mpiflow-plan: %s%s%s, batch %lld, on %d rank(s) in node(s) of %d, memory %s per rank\n", so->base.model,
+           !strcmp(so->base.model, "gpt") ? " " : "", !strcmp(so->base.model, "gpt") ? so->base.preset : "",
+           (long long)so->base.batch_size, ranks, per_node, mem);
+    printf("mpiflow-plan: %d plans, %d can run, %d fit; predicted in %.2f s (rates: %s)\n", n, runnable, fit, took,
+           mf_calibration_source(cal));
+    if (!runnable) {
+        fprintf(stderr, "mpiflow-plan: error: no plan can run: %s\n", c[0].why);
+        code = 2;
+    } else if (!fit) {
+        char need[32];
+        human(c[0].peak, need, sizeof need);   /* sorted: the smallest over budget first */
+        fprintf(stderr, "mpiflow-plan: error: no plan fits in %s per rank; the smallest needs %s (%s): give --memory "
+                "%s or more, more ranks, or a smaller batch\n", mem, need, c[0].flags, need);
+        code = 2;
+    }
+    printf("%3s  %-62s %-8s  %9s %9s %9s %9s  %10s  %9s %9s %9s %10s\n", "#", "plan (mpiflow-train flags)", "dp x tp x pp",
+           "step", "compute", "exp.comm", "bubble", "peak/rank", "params", "grads", "optimizer", "activ.+tmp");
+    int shown = 0;
+    for (int i = 0; i < n && (so->all || shown < so->top); i++) {
+        bool fits = c[i].ok && (!so->memory || c[i].peak <= so->memory);
+        if (!so->all && !fits) continue;
+        if (c[i].ok) print_row(++shown, &c[i]);
+        else printf("  -  %-62s %3dx%dx%d  cannot run: %s\n", c[i].flags, c[i].dp, c[i].tp, c[i].pp, c[i].why);
+        if (so->all && c[i].ok && !fits) printf("     (over the memory)\n");
+    }
+    if (fit >= 2 && mf_rank() == 0) {   /* why the next lose */
+        printf("best: %s; the next is %.0f %% slower", c[0].flags, 100.0 * (c[1].time.step / c[0].time.step - 1));
+        if (c[1].time.exposed_comm > c[0].time.exposed_comm * 1.1)
+            printf(" (more communication exposed: %.1f ms against %.1f ms)", c[1].time.exposed_comm * 1e3,
+                   c[0].time.exposed_comm * 1e3);
+        else if (c[1].time.compute > c[0].time.compute * 1.05)
+            printf(" (more compute: recompute or smaller pieces, %.1f ms against %.1f ms)", c[1].time.compute * 1e3,
+                   c[0].time.compute * 1e3);
+        else if (c[1].time.bubble > c[0].time.bubble)
+            printf(" (a pipeline bubble of %.1f ms)", c[1].time.bubble * 1e3);
+        printf("\n");
+    }
+    if (code == 0 && so->write) code = plan_write_best(&so->base, &c[0], ranks, so->write);
+    free(c);
+    mf_calibration_destroy(cal);
+    return code;
+}

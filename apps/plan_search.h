@@ -1,0 +1,53 @@
+/*
+ * apps/plan_search.h - plans predicted and ranked (apps/plan_search.c,
+ * doc/planning.md): what mpiflow-plan prints and what mpiflow-train
+ * --plan auto runs.
+ */
+#ifndef MPIFLOW_APPS_PLAN_SEARCH_H
+#define MPIFLOW_APPS_PLAN_SEARCH_H
+
+#include <stdbool.h>
+#include "apps/train_opts.h"
+#include "mpiflow.h"
+
+typedef struct search_opts {
+    train_opts base;            /* the model and training flags */
+    int ranks, per_node;        /* 0: this launch's world, one node */
+    int64_t memory;             /* bytes per rank; 0: no limit */
+    const char *calibration, *tuning, *write;
+    int top;
+    bool all;
+} search_opts;
+
+/* One plan: the flags that make it, and what it is predicted to cost. */
+typedef struct candidate {
+    char flags[192];            /* as mpiflow-train takes them ("" for plain data parallel) */
+    int dp, tp, pp, zero, micro_batches;
+    bool sp;
+    const char *recompute;      /* NULL: none */
+    bool ok;                    /* it can run (why not, otherwise) */
+    char why[256];
+    mf_step_time time;          /* the slowest simulated rank's */
+    int64_t peak;               /* bytes per rank: the most any simulated rank needs */
+    int64_t params, grads, optim, other;   /* that rank's parts of it */
+    double comm_bytes;          /* its messages per step */
+} candidate;
+
+/* "80GiB", "512MiB", "6G", "100000K", "123": 0, or -1 for text that is
+ * not a size. */
+int parse_size(const char *s, int64_t *bytes);
+/* Predicts c on ranks in nodes of per_node with the calibration: c->ok,
+ * and its time and memory, or why it cannot run. */
+void plan_predict(const train_opts *base, int ranks, int per_node, const mf_calibration *cal, candidate *c);
+/* Every plan's candidate for the base options on ranks (NULL with err
+ * when there is none); *n their count. */
+candidate *plan_candidates(const train_opts *base, int ranks, int per_node, int *n, char *err, size_t len);
+/* Sorts by predicted step time, those that fit memory (0: any) first. */
+void plan_rank(candidate *c, int n, int64_t memory);
+/* Writes candidate c's plan (for ranks) as JSON to path; 0 or 2. */
+int plan_write_best(const train_opts *base, const candidate *c, int ranks, const char *path);
+/* mpiflow-plan's work: candidates, predictions, the table, --write. The
+ * exit code. */
+int plan_search_main(const search_opts *so);
+
+#endif
