@@ -21,26 +21,18 @@
 #include "apps/train_gpt.h"
 #include "apps/train_run.h"
 
-int parse_size(const char *s, int64_t *bytes)
+/* the options of candidate c on top of base's */
+void plan_apply_candidate(train_opts *o, const candidate *c)
 {
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !(v >= 0)) return -1;
-    double unit = 1;
-    if (*end) {
-        char u = (char)toupper((unsigned char)*end);
-        unit = u == 'K' ? 1024.0 : u == 'M' ? 1048576.0 : u == 'G' ? 1073741824.0 : u == 'T' ? 1099511627776.0 : 0;
-        end++;
-        if (*end == 'i' || *end == 'I') end++;
-        if (*end == 'B' || *end == 'b') end++;
-    }
-    if (unit == 0 || *end || v * unit > 9e18) return -1;
-    *bytes = (int64_t)(v * unit);
-    return 0;
+    o->tensor_parallel = c->tp > 1 ? c->tp : 0;
+    o->sequence_parallel = c->sp;
+    o->zero = c->zero;
+    o->recompute = c->recompute;
+    o->pipeline_stages = c->pp > 1 ? c->pp : 0;
+    o->micro_batches = c->micro_batches;
 }
 
 /* ------------------------------------------------------------- predict */
-static void apply_candidate(train_opts *o, const candidate *c);
 /* the bytes of a tensor's local piece, as the allocator rounds them */
 static int64_t piece(mf_tensor *t)
 {
@@ -58,7 +50,7 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
     run r;
     memset(&r, 0, sizeof r);
     r.o = *base;
-    apply_candidate(&r.o, c);
+    plan_apply_candidate(&r.o, c);
     r.o.prefetch = 0;
     r.gpt = !strcmp(r.o.model, "gpt");
     r.task = train_task_of(r.o.model);
@@ -225,21 +217,10 @@ void plan_rank(candidate *c, int n, int64_t memory)
     qsort(c, (size_t)n, sizeof *c, by_time);
 }
 
-/* the options of candidate c on top of base */
-static void apply_candidate(train_opts *o, const candidate *c)
-{
-    o->tensor_parallel = c->tp > 1 ? c->tp : 0;
-    o->sequence_parallel = c->sp;
-    o->zero = c->zero;
-    o->recompute = c->recompute;
-    o->pipeline_stages = c->pp > 1 ? c->pp : 0;
-    o->micro_batches = c->micro_batches;
-}
-
 int plan_write_best(const train_opts *base, const candidate *c, int ranks, const char *path)
 {
     train_opts o = *base;
-    apply_candidate(&o, c);
+    plan_apply_candidate(&o, c);
     char err[512] = "";
     mf_status st = mf_simulate_begin(ranks, 0, ranks);
     mf_gpt_config gc;
@@ -371,6 +352,57 @@ int plan_search_main(const search_opts *so)
         printf("\n");
     }
     if (code == 0 && so->write) code = plan_write_best(&so->base, &c[0], ranks, so->write);
+    free(c);
+    mf_calibration_destroy(cal);
+    return code;
+}
+
+int plan_auto(train_opts *o, candidate *best)
+{
+    int ranks = mf_world_size(), per_node = mf_local_size(), n = 0, code = 0;
+    mf_calibration *cal = o->calibration ? mf_calibration_load(o->calibration) : mf_calibration_default();
+    if (!cal) {
+        if (mf_rank() == 0) fprintf(stderr, "mpiflow-train: error: --calibration: %s\n", mf_last_error());
+        return 2;
+    }
+    char err[256];
+    train_opts base = *o;
+    base.plan = NULL;
+    candidate *c = plan_candidates(&base, ranks, per_node, &n, err, sizeof err);
+    if (!c) {
+        if (mf_rank() == 0) fprintf(stderr, "mpiflow-train: error: --plan auto: %s\n", err);
+        mf_calibration_destroy(cal);
+        return 2;
+    }
+    double t0 = mf_time();
+    for (int i = 0; i < n; i++) plan_predict(&base, ranks, per_node, cal, &c[i]);
+    double took = mf_time() - t0;
+    plan_rank(c, n, o->memory);
+    bool fits = c[0].ok && (!o->memory || c[0].peak <= o->memory);
+    if (!fits) {
+        char need[32], mem[32];
+        human(c[0].peak, need, sizeof need);
+        human(o->memory, mem, sizeof mem);
+        if (mf_rank() == 0) {
+            if (!c[0].ok) fprintf(stderr, "mpiflow-train: error: --plan auto: no plan can run: %s\n", c[0].why);
+            else fprintf(stderr, "mpiflow-train: error: --plan auto: no plan fits in %s per rank; the smallest needs "
+                         "%s (%s): give --memory %s or more, more ranks, or a smaller batch\n", mem, need, c[0].flags, need);
+        }
+        code = 2;
+    } else {
+        *best = c[0];
+        if (mf_rank() == 0) {
+            char st[24], pk[24];
+            seconds(c[0].time.step, st, sizeof st);
+            human(c[0].peak, pk, sizeof pk);
+            printf("mpiflow-train: --plan auto: %s (%dx%dx%d), predicted %s a step and %s per rank; the best of %d "
+                   "plans, predicted in %.2f s (rates: %s)\n", c[0].flags, c[0].dp, c[0].tp, c[0].pp, st, pk, n, took,
+                   mf_calibration_source(cal));
+            fflush(stdout);
+        }
+        plan_apply_candidate(o, best);
+        o->plan = NULL;
+    }
     free(c);
     mf_calibration_destroy(cal);
     return code;

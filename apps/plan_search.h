@@ -33,9 +33,6 @@ typedef struct candidate {
     double comm_bytes;          /* its messages per step */
 } candidate;
 
-/* "80GiB", "512MiB", "6G", "100000K", "123": 0, or -1 for text that is
- * not a size. */
-int parse_size(const char *s, int64_t *bytes);
 /* Predicts c on ranks in nodes of per_node with the calibration: c->ok,
  * and its time and memory, or why it cannot run. */
 void plan_predict(const train_opts *base, int ranks, int per_node, const mf_calibration *cal, candidate *c);
@@ -44,6 +41,12 @@ void plan_predict(const train_opts *base, int ranks, int per_node, const mf_cali
 candidate *plan_candidates(const train_opts *base, int ranks, int per_node, int *n, char *err, size_t len);
 /* Sorts by predicted step time, those that fit memory (0: any) first. */
 void plan_rank(candidate *c, int n, int64_t memory);
+/* The options of candidate c set on o. */
+void plan_apply_candidate(train_opts *o, const candidate *c);
+/* --plan auto: the fastest plan that fits o->memory on this launch's
+ * ranks, set on o (and *best); every rank chooses the same. 0, or 2
+ * with the reason printed (no plan fits: the memory that would do). */
+int plan_auto(train_opts *o, candidate *best);
 /* Writes candidate c's plan (for ranks) as JSON to path; 0 or 2. */
 int plan_write_best(const train_opts *base, const candidate *c, int ranks, const char *path);
 /* mpiflow-plan's work: candidates, predictions, the table, --write. The

@@ -24,6 +24,7 @@
 #include "apps/train_opts.h"
 #include "apps/train_task.h"
 #include "apps/train_run.h"
+#include "apps/plan_search.h"
 #include "mpiflow.h"
 
 #define EXIT_BAD_INPUT 2
@@ -291,6 +292,12 @@ static int final_report(run *r, const meter *m)
     }
     double test_loss = NAN, test_acc = NAN, step_med, peak_mib;
     step_stats(m, &step_med, &peak_mib);
+    if (r->autoplan && mf_rank() == 0) {
+        printf("mpiflow-train: --plan auto: predicted %.2f ms a step and %.2f MiB per rank; measured %.2f ms (median) "
+               "and %.2f MiB (the most of any rank)\n", r->predicted.time.step * 1e3,
+               (double)r->predicted.peak / 1048576.0, step_med * 1e3, peak_mib);
+        fflush(stdout);
+    }
     if (r->o.eval && evaluate(r, &test_loss, &test_acc) != MF_OK) return report("evaluation", 1);
     if (r->gpt && mf_rank() == 0) {
         if (r->metrics && r->o.eval) fprintf(r->metrics, "%lld,,,,,,%.9g\n", (long long)r->total_steps, test_loss);
@@ -490,6 +497,11 @@ int main(int argc, char **argv)
             code = EXIT_BAD_INPUT;
             goto out;
         }
+    }
+    if (r.o.plan && !strcmp(r.o.plan, "auto")) {   /* every rank predicts every plan, and chooses the same */
+        r.autoplan = true;
+        code = plan_auto(&r.o, &r.predicted);
+        if (code) goto out;
     }
     r.bar = r.o.progress == 1 || (r.o.progress == -1 && isatty(STDOUT_FILENO));
     r.gpt = !strcmp(r.o.model, "gpt");

@@ -6,6 +6,7 @@
  * read that table. Every message names the flag and the value at fault.
  */
 #include <errno.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -110,6 +111,24 @@ static const char *const pipe_scheds[] = {"gpipe", "1f1b", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "bf16", NULL};
 
+int parse_size(const char *s, int64_t *bytes)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= 0)) return -1;
+    double unit = 1;
+    if (*end) {
+        char u = (char)toupper((unsigned char)*end);
+        unit = u == 'K' ? 1024.0 : u == 'M' ? 1048576.0 : u == 'G' ? 1073741824.0 : u == 'T' ? 1099511627776.0 : 0;
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'B' || *end == 'b') end++;
+    }
+    if (unit == 0 || *end || v * unit > 9e18) return -1;
+    *bytes = (int64_t)(v * unit);
+    return 0;
+}
+
 /* ---------------------------------------------------- the custom flags */
 static int o_dataset(train_opts *o, parse_state *ps, const char *v, char *err, size_t len)
 {
@@ -191,6 +210,14 @@ static int o_zero(train_opts *o, parse_state *ps, const char *v, char *err, size
     if (strcmp(v, "0") && strcmp(v, "1") && strcmp(v, "2") && strcmp(v, "3"))
         return fail(err, len, "--zero: '%s' is not 0, 1, 2 or 3", v);
     o->zero = v[0] - '0';
+    return 0;
+}
+
+static int o_memory(train_opts *o, parse_state *ps, const char *v, char *err, size_t len)
+{
+    (void)ps;
+    if (parse_size(v, &o->memory) != 0)
+        return fail(err, len, "--memory: '%s' is not a size such as 80GiB, 512MiB, 6G or a count of bytes", v);
     return 0;
 }
 
@@ -370,7 +397,13 @@ static const opt_def opts[] = {
               "                             (default 25; 0: one sync per parameter after backward)\n"},
     {.name = "plan", .has_arg = required_argument, .kind = K_STR, .off = offsetof(train_opts, plan),
      .usage = "  --plan FILE.json           the parallel layout as a plan (doc/plans.md): mesh, parameter\n"
-              "                             rules, ZeRO, pipeline; instead of the flags above and below\n"},
+              "                             rules, ZeRO, pipeline; instead of the flags above and below\n"
+              "  --plan auto                the plan mpiflow-plan predicts fastest on these ranks within\n"
+              "                             --memory (doc/planning.md); at the end, predicted against measured\n"},
+    {.name = "memory", .has_arg = required_argument, .kind = K_CUSTOM, .fn = o_memory,
+     .usage = "  --memory SIZE              --plan auto: memory per rank, as 80GiB, 512MiB, 6G (default: no limit)\n"},
+    {.name = "calibration", .has_arg = required_argument, .kind = K_STR, .off = offsetof(train_opts, calibration),
+     .usage = "  --calibration FILE         --plan auto: rates from mpiflow-bench calibrate (default: built-in)\n"},
     {.name = "print-plan", .has_arg = no_argument, .kind = K_ON, .off = offsetof(train_opts, print_plan),
      .usage = "  --print-plan               print the plan the flags make, as JSON for --plan (stdout,\n"
               "                             rank 0), and each parameter's SBP with its rule (stderr); exit\n"},
@@ -608,6 +641,8 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         return fail(err, len, "--plan %s gives the parallel layout: drop --parallel, --mesh, --tensor-parallel, "
                     "--sequence-parallel, --zero, --pipeline-stages, --pipeline-cuts, --micro-batches, --schedule "
                     "and --recompute, or drop --plan (--print-plan shows the plan those flags make)", o->plan);
+    if ((o->memory || o->calibration) && !(o->plan && !strcmp(o->plan, "auto")))
+        return fail(err, len, "--memory and --calibration: only with --plan auto");
     if (o->mesh_r && (!o->parallel || strcmp(o->parallel, "2d")))
         return fail(err, len, "--mesh: only for --parallel 2d");
     if (o->epochs && o->steps) return fail(err, len, "--epochs and --steps: give one, not both");

@@ -53,7 +53,9 @@ typedef struct train_opts {
     bool sequence_parallel;
     const char *recompute;            /* --recompute none|block|attn, NULL: none */
     bool shuffle;                     /* false: --no-shuffle, windows in order */
-    const char *plan;                 /* --plan FILE.json, or NULL: the flags' plan */
+    const char *plan;                 /* --plan FILE.json or "auto", or NULL: the flags' plan */
+    int64_t memory;                   /* --plan auto: bytes per rank (0: no limit) */
+    const char *calibration;          /* --plan auto: a calibration file, or NULL: built-in */
     bool print_plan;                  /* --print-plan: print the plan and exit */
 } train_opts;
 
@@ -61,5 +63,8 @@ typedef struct train_opts {
  * what). */
 int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t errlen);
 void train_opts_usage(FILE *f);
+/* "80GiB", "512MiB", "6G", "100000K", "123": 0, or -1 for text that is
+ * not a size (binary units). */
+int parse_size(const char *s, int64_t *bytes);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include "apps/parallel.h"
+#include "apps/plan_search.h"
 #include "apps/train_opts.h"
 #include "apps/train_task.h"
 #include "mpiflow.h"
@@ -34,6 +35,8 @@ typedef struct run {
     int64_t start_step;      /* > 0 when resumed */
     int64_t sample_tokens;   /* tokens per sample (1 for images: progress counts samples) */
     int64_t mem_base;        /* bytes in use before the model was built */
+    bool autoplan;           /* --plan auto chose the layout: */
+    candidate predicted;     /* what it predicted */
 } run;
 
 /* The datasets of --dataset (and the GPT's configuration); r->err holds

@@ -240,7 +240,8 @@ mf_status mfi_zero_gather(mf_optim *o)
         for (int s = 0; s < b->np; s++) any |= o->params[b->params[s]].zgrad != NULL;
         if (b->kind != &mfi_bucket_zero || !any) continue;
         size_t es = mf_dtype_size(b->dt);
-        for (int s = 0; s < b->np; s++) {   /* this rank's updated rows into its part */
+        for (int s = 0; s < b->np && !mfi_sim_on(); s++) {   /* this rank's updated rows into its part (a
+                                                                * simulated rank's have no bytes) */
             const mfi_opt_param *p = &o->params[b->params[s]];
             memcpy((char *)z->shard + (size_t)(z->pos[s * z->n + z->me] - z->pos[z->me]) * es,
                    (const char *)mf_tensor_data(p->p->global->local) + (size_t)(p->row0 * p->inner) * es,
@@ -252,7 +253,7 @@ mf_status mfi_zero_gather(mf_optim *o)
         for (int s = 0; s < b->np && st == MF_OK; s++) {   /* every rank's rows back into the parameters */
             mfi_opt_param *p = &o->params[b->params[s]];
             mf_tensor *l = p->p->global->local;
-            for (int q = 0; q < z->n; q++) {
+            for (int q = 0; q < z->n && !mfi_sim_on(); q++) {
                 int64_t r0, rows;
                 rows_of(p, z->n, q, &r0, &rows);
                 memcpy((char *)mf_tensor_data(l) + (size_t)(r0 * p->inner) * es,
