@@ -38,6 +38,8 @@ static void usage(FILE *f)
                "  --top T              plans to print (default 10)\n"
                "  --all                every plan, also those that do not fit or cannot run, with why\n"
                "  --write FILE         the best plan as JSON, for mpiflow-train --plan FILE\n"
+               "  --tsv                every plan as tab-separated lines instead of the table: flags,\n"
+               "                       dp, tp, pp, runs (1/0), predicted step seconds, peak bytes per rank\n"
                "  --help               this text\n"
                "Columns: the plan (as mpiflow-train flags), its mesh dp x tp x pp, the predicted step\n"
                "time split into compute, communication compute does not hide, and a pipeline's bubble;\n"
@@ -99,6 +101,8 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--all")) {
             so.all = true;
+        } else if (!strcmp(a, "--tsv")) {
+            so.tsv = true;
         } else {
             rest[nrest++] = argv[i];
         }

@@ -253,6 +253,15 @@ static void human(int64_t b, char *buf, size_t size)
     else snprintf(buf, size, "%.0f KiB", v / 1024.0);
 }
 
+/* a size as --memory reads it, rounded up: "19.9MiB" */
+static void flag_size(int64_t b, char *buf, size_t size)
+{
+    double v = (double)b;
+    if (v >= 1073741824.0) snprintf(buf, size, "%.1fGiB", ceil(v / 1073741824.0 * 10) / 10);
+    else if (v >= 1048576.0) snprintf(buf, size, "%.1fMiB", ceil(v / 1048576.0 * 10) / 10);
+    else snprintf(buf, size, "%.0fKiB", ceil(v / 1024.0));
+}
+
 static void seconds(double s, char *buf, size_t size)
 {
     if (s >= 1) snprintf(buf, size, "%.2f s", s);
@@ -312,6 +321,14 @@ int plan_search_main(const search_opts *so)
         fit += c[i].ok && (!so->memory || c[i].peak <= so->memory);
     }
     int code = 0;
+    if (so->tsv) {   /* for scripts: every plan, in rank order */
+        for (int i = 0; i < n; i++)
+            printf("%s\t%d\t%d\t%d\t%d\t%.6g\t%lld\n", c[i].flags, c[i].dp, c[i].tp, c[i].pp, c[i].ok,
+                   c[i].ok ? c[i].time.step : 0.0, (long long)c[i].peak);
+        free(c);
+        mf_calibration_destroy(cal);
+        return 0;
+    }
     char mem[32] = "no limit";
     if (so->memory) human(so->memory, mem, sizeof mem);
     printf("mpiflow-plan: %s%s%s, batch %lld, on %d rank(s) in node(s) of %d, memory %s per rank\n", so->base.model,
@@ -323,13 +340,15 @@ int plan_search_main(const search_opts *so)
         fprintf(stderr, "mpiflow-plan: error: no plan can run: %s\n", c[0].why);
         code = 2;
     } else if (!fit) {
-        char need[32];
+        char need[32], flag[32];
         human(c[0].peak, need, sizeof need);   /* sorted: the smallest over budget first */
+        flag_size(c[0].peak, flag, sizeof flag);
         fprintf(stderr, "mpiflow-plan: error: no plan fits in %s per rank; the smallest needs %s (%s): give --memory "
-                "%s or more, more ranks, or a smaller batch\n", mem, need, c[0].flags, need);
+                "%s or more, more ranks, or a smaller batch\n", mem, need, c[0].flags, flag);
         code = 2;
     }
-    printf("%3s  %-62s %-8s  %9s %9s %9s %9s  %10s  %9s %9s %9s %10s\n", "#", "plan (mpiflow-train flags)", "dp x tp x pp",
+    if (fit || so->all)
+        printf("%3s  %-62s %-8s  %9s %9s %9s %9s  %10s  %9s %9s %9s %10s\n", "#", "plan (mpiflow-train flags)", "dp x tp x pp",
            "step", "compute", "exp.comm", "bubble", "peak/rank", "params", "grads", "optimizer", "activ.+tmp");
     int shown = 0;
     for (int i = 0; i < n && (so->all || shown < so->top); i++) {
@@ -380,13 +399,14 @@ int plan_auto(train_opts *o, candidate *best)
     plan_rank(c, n, o->memory);
     bool fits = c[0].ok && (!o->memory || c[0].peak <= o->memory);
     if (!fits) {
-        char need[32], mem[32];
+        char need[32], mem[32], flag[32];
         human(c[0].peak, need, sizeof need);
         human(o->memory, mem, sizeof mem);
+        flag_size(c[0].peak, flag, sizeof flag);
         if (mf_rank() == 0) {
             if (!c[0].ok) fprintf(stderr, "mpiflow-train: error: --plan auto: no plan can run: %s\n", c[0].why);
             else fprintf(stderr, "mpiflow-train: error: --plan auto: no plan fits in %s per rank; the smallest needs "
-                         "%s (%s): give --memory %s or more, more ranks, or a smaller batch\n", mem, need, c[0].flags, need);
+                         "%s (%s): give --memory %s or more, more ranks, or a smaller batch\n", mem, need, c[0].flags, flag);
         }
         code = 2;
     } else {

@@ -16,7 +16,7 @@ typedef struct search_opts {
     int64_t memory;             /* bytes per rank; 0: no limit */
     const char *calibration, *tuning, *write;
     int top;
-    bool all;
+    bool all, tsv;
 } search_opts;
 
 /* One plan: the flags that make it, and what it is predicted to cost. */

@@ -18,7 +18,7 @@ AM_CFLAGS += $(CHECK_CFLAGS)
 SHELL_TESTS = tests/layering.sh tests/app_errors.sh tests/determinism.sh tests/train_mlp.sh \
 	tests/train_lenet.sh tests/install.sh tests/global.sh tests/parallel_parity.sh tests/ckpt.sh tests/ckpt_app.sh tests/coll.sh \
 	tests/dp_sync.sh tests/pipeline.sh tests/slurm.sh tests/watchdog.sh tests/hang.sh tests/cuda_train.sh \
-	tests/full_disk.sh tests/ckpt_faults.sh tests/data_faults.sh tests/signals.sh tests/cuda_kernels.sh tests/fuzz.sh tests/bitwise.sh tests/gpu_bundle.sh tests/train_gpt.sh tests/gpt_reference.sh tests/gpt_hf.sh tests/gpt_parallel.sh tests/gpt_pipeline.sh tests/cpu_engine.sh tests/plans.sh
+	tests/full_disk.sh tests/ckpt_faults.sh tests/data_faults.sh tests/signals.sh tests/cuda_kernels.sh tests/fuzz.sh tests/bitwise.sh tests/gpu_bundle.sh tests/train_gpt.sh tests/gpt_reference.sh tests/gpt_hf.sh tests/gpt_parallel.sh tests/gpt_pipeline.sh tests/cpu_engine.sh tests/plans.sh tests/planning.sh
 TESTS += $(TEST_SUITES) $(SHELL_TESTS)
 TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/timed.sh $(top_srcdir)/tests/mpirun.sh

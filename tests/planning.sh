@@ -1,0 +1,101 @@
+#!/bin/sh
+# Plans predicted (doc/planning.md): mpiflow-bench calibrate writes a
+# calibration that mpiflow-plan reads; mpiflow-plan's predicted peak
+# memory per rank is what mpiflow-train then measures, for several plans
+# on 2 and 4 real ranks (within 5 %); --write gives a plan file that
+# trains exactly as the flags it came from; mpiflow-train --plan auto
+# runs the predicted best and reports predicted against measured; bad
+# input is refused with exit 2 and a message that says what to change.
+[ -r "${top_srcdir:-.}/tests/lib.sh" ] || { echo "ERROR: no tests/lib.sh: run by make check, or set top_srcdir" >&2; exit 99; }
+. "${top_srcdir:-.}/tests/lib.sh"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+T=$TMPDIR_TEST
+PLAN="$top_builddir/mpiflow-plan"
+BENCH="$top_builddir/mpiflow-bench"
+M="--model mlp --dataset synthetic --synthetic-size 256,64 --batch-size 16"
+G="--model gpt --dataset text:$top_srcdir/README.md --n-layer 2 --n-head 4 --n-embd 32 --seq-len 16 --batch-size 8"
+
+# ---- a calibration, measured on 2 ranks, read back
+timeout 300 "$MPIEXEC" -n 2 "$BENCH" calibrate --quick --out "$T/cal.txt" >"$T/cal.out" 2>&1 ||
+    { cat "$T/cal.out"; fail "mpiflow-bench calibrate: exit $?"; }
+grep -q '^rate gemm ' "$T/cal.txt" && grep -q '^comm allreduce 2 ' "$T/cal.txt" ||
+    { cat "$T/cal.txt"; fail "the calibration lacks GEMM rates or the allreduce's times"; }
+"$PLAN" $M --ranks 4 --calibration "$T/cal.txt" >"$T/plan.out" 2>&1 || { cat "$T/plan.out"; fail "mpiflow-plan: exit $?"; }
+grep -q "rates: measured" "$T/plan.out" || { cat "$T/plan.out"; fail "mpiflow-plan did not use the calibration"; }
+echo "ok: calibrate on 2 ranks, read by mpiflow-plan"
+
+# ---- predicted peak memory = measured, for every plan of the grid that runs
+# check_memory NP EVERY MODELFLAGS: every EVERY-th plan mpiflow-plan lists
+# for NP ranks (bench/run_plan.sh runs them all), trained for 3 steps on
+# NP real ranks; its peak_mib within 5 % of the prediction
+check_memory() {
+    np=$1
+    every=$2
+    shift 2
+    # shellcheck disable=SC2086
+    "$PLAN" "$@" --ranks "$np" --tsv >"$T/all" 2>"$T/grid.err" || { cat "$T/grid.err"; fail "mpiflow-plan --tsv: exit $?"; }
+    awk -v k="$every" '(NR - 1) % k == 0' "$T/all" >"$T/grid"
+    n=0
+    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak <&3; do
+        [ "$ok" = 1 ] || continue
+        case $flags in "("*) flags="" ;; esac
+        # shellcheck disable=SC2086
+        eval "set -- $flags"
+        run_train "$np" "$@" $RUNFLAGS --steps 3 --no-eval --log-every 3 --seed 5 </dev/null
+        [ "$rc" -eq 0 ] || fail "mpiflow-train $flags on $np ranks: exit $rc"
+        got=$(final_field peak_mib)
+        awk -v p="$peak" -v g="$got" 'BEGIN { p /= 1048576; d = (g - p) / p; exit !(d < 0.05 && d > -0.05) }' ||
+            fail "$flags on $np ranks: predicted $peak bytes, measured $got MiB"
+        echo "ok: $flags (${dp}x${tp}x${pp}) on $np ranks: predicted $(awk -v p="$peak" 'BEGIN { printf "%.3f", p / 1048576 }') MiB, measured $got MiB"
+        n=$((n + 1))
+    done 3<"$T/grid"
+    [ "$n" -ge 3 ] || fail "only $n plans ran for $RUNFLAGS on $np ranks"
+}
+RUNFLAGS="$M" check_memory 2 1 $M
+RUNFLAGS="$G" check_memory 4 4 $G
+
+# ---- --write: the winner as a plan file trains as its flags do
+"$PLAN" $G --ranks 2 --write "$T/best.json" >"$T/w.out" 2>&1 || { cat "$T/w.out"; fail "--write: exit $?"; }
+flags=$(sed -n 's/^wrote .* (the same as \(.*\))$/\1/p' "$T/w.out")
+case $flags in "("*) flags="" ;; esac
+eval "set -- $flags"
+# shellcheck disable=SC2086
+run_train 2 $G "$@" --steps 4 --log-every 1 --seed 5 --no-eval --metrics "$T/a.csv"
+[ "$rc" -eq 0 ] || fail "the best plan's flags ($flags): exit $rc"
+# shellcheck disable=SC2086
+run_train 2 $G --plan "$T/best.json" --steps 4 --log-every 1 --seed 5 --no-eval --metrics "$T/b.csv"
+[ "$rc" -eq 0 ] || fail "--plan best.json: exit $rc"
+same_losses "$T/a.csv" "$T/b.csv" "--write's plan against its flags ($flags)" 0
+echo "ok: --write's plan trains as '$flags' does"
+
+# ---- --plan auto: runs the best, says predicted against measured
+# shellcheck disable=SC2086
+run_train 2 $G --plan auto --calibration "$T/cal.txt" --steps 4 --log-every 2 --no-eval
+[ "$rc" -eq 0 ] || fail "--plan auto: exit $rc"
+grep -q "^mpiflow-train: --plan auto: .*predicted .* a step" "$TMPDIR_TEST/out" || fail "--plan auto did not say what it chose"
+line=$(grep "^mpiflow-train: --plan auto: predicted" "$TMPDIR_TEST/out")
+[ -n "$line" ] || fail "--plan auto did not report predicted against measured"
+echo "ok: $line"
+
+# ---- bad input: exit 2, and what to change
+expect_bad() {   # expect_bad WHAT PATTERN COMMAND...
+    what=$1
+    pat=$2
+    shift 2
+    timeout 60 "$@" >"$T/bad.out" 2>&1
+    r=$?
+    [ "$r" -eq 2 ] || { cat "$T/bad.out"; fail "$what: exit $r, not 2"; }
+    grep -q "$pat" "$T/bad.out" || { cat "$T/bad.out"; fail "$what: no message like '$pat'"; }
+    echo "ok: $what: $(grep -m1 error "$T/bad.out")"
+}
+expect_bad "ranks that do not fill nodes" "not divisible by --ranks-per-node" "$PLAN" $M --ranks 6 --ranks-per-node 4
+expect_bad "a budget no plan meets" "the smallest needs .*give --memory" "$PLAN" $M --ranks 4 --memory 1K
+expect_bad "an unknown model" "is not one of mlp" "$PLAN" --model nosuch --ranks 4
+expect_bad "an unknown preset" "unknown GPT preset" "$PLAN" --model gpt --preset nosuch --ranks 4
+printf 'rate gemm x 5\n' >"$T/bad_cal.txt"
+expect_bad "a damaged calibration" "bad_cal.txt:1: expected 'rate" "$PLAN" $M --ranks 4 --calibration "$T/bad_cal.txt"
+printf 'allreduce 4 1 0 nosuch\n' >"$T/bad_tuning.txt"
+expect_bad "a damaged tuning file" "tuning" "$PLAN" $M --ranks 4 --tuning "$T/bad_tuning.txt"
+expect_bad "a bad --memory" "is not a size\|expected a size" "$PLAN" $M --ranks 4 --memory lots
+expect_bad "--memory without --plan auto" "only with --plan auto" "$TRAIN" $M --memory 1G
+echo "planning: predictions of memory hold on 2 and 4 ranks; plan files, --plan auto and bad input as they should"
