@@ -38,6 +38,9 @@ static void usage(FILE *f)
                "  --top T              plans to print (default 10)\n"
                "  --all                every plan, also those that do not fit or cannot run, with why\n"
                "  --write FILE         the best plan as JSON, for mpiflow-train --plan FILE\n"
+               "  --explain            the best plan's step on its first rank, entry by entry: each op\n"
+               "                       with the SBP signature it ran under, each collective with its\n"
+               "                       message and algorithm, and the time predicted for each\n"
                "  --tsv                every plan as tab-separated lines instead of the table: flags,\n"
                "                       dp, tp, pp, runs (1/0), predicted step seconds, peak bytes per rank\n"
                "  --help               this text\n"
@@ -103,6 +106,8 @@ int main(int argc, char **argv)
             so.all = true;
         } else if (!strcmp(a, "--tsv")) {
             so.tsv = true;
+        } else if (!strcmp(a, "--explain")) {
+            so.explain = true;
         } else {
             rest[nrest++] = argv[i];
         }

@@ -44,8 +44,27 @@ static int64_t piece(mf_tensor *t)
 
 /* One rank of the plan c, simulated: its memory and the graph of its
  * second step (the first makes the optimizer's state). */
+/* --explain: the step's entries, each with its signature and time */
+static void explain(const mf_graph *g, const mf_calibration *cal, int rank)
+{
+    static const char *const phase[] = {"fwd", "bwd", "upd"};
+    printf("rank %d's step, entry by entry: phase, module, op or collective, signature (inputs -> output) or "
+           "message, predicted time\n", rank);
+    for (int i = 0; i < mf_graph_num_ops(g); i++) {
+        const mf_graph_op *o = mf_graph_get_op(g, i);
+        double us = mf_predict_entry(o, cal) * 1e6;
+        if (o->comm_kind >= 0)
+            printf("%5d %s %-30s %-26s %.0f B over %d rank(s), %s%s  %.1f us\n", i, phase[o->phase],
+                   *o->module ? o->module : "-", o->name, (double)o->comm_bytes, o->comm_ranks,
+                   mf_coll_algo_name(o->comm_algo), o->comm_async ? ", overlapped" : "", us);
+        else if (o->kernels)
+            printf("%5d %s %-30s %-26s %-30s  %.1f us\n", i, phase[o->phase], *o->module ? o->module : "-", o->name,
+                   o->sbp, us);
+    }
+}
+
 static mf_status simulate_rank(const train_opts *base, const candidate *c, int ranks, int per_node, int rank,
-                               const mf_calibration *cal, candidate *out, char *why, size_t len)
+                               const mf_calibration *cal, candidate *out, char *why, size_t len, bool show)
 {
     run r;
     memset(&r, 0, sizeof r);
@@ -97,6 +116,7 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
         mf_memory_get_total_stats(&ms);
         t_peak = (double)(ms.peak - before);
     }
+    if (st == MF_OK && g && show) explain(g, cal, rank);
     if (st == MF_OK && g) {
         mf_step_time t;
         mf_predict_step(g, cal, &t);
@@ -135,7 +155,8 @@ void plan_predict(const train_opts *base, int ranks, int per_node, const mf_cali
      * one past 8 stages): the slowest stage sets the pace */
     for (int s = 0; s < c->pp; s++) {
         if (c->pp > 8 && s != 0 && s != c->pp / 2 && s != c->pp - 1) continue;
-        if (simulate_rank(base, c, ranks, per_node, s * (ranks / c->pp), cal, c, c->why, sizeof c->why) != MF_OK)
+        if (simulate_rank(base, c, ranks, per_node, s * (ranks / c->pp), cal, c, c->why, sizeof c->why,
+                          c->explain && s == 0) != MF_OK)
             return;
     }
     if (c->pp > 1) mf_predict_pipeline(&c->time, c->pp, c->micro_batches);
@@ -369,6 +390,11 @@ int plan_search_main(const search_opts *so)
         else if (c[1].time.bubble > c[0].time.bubble)
             printf(" (a pipeline bubble of %.1f ms)", c[1].time.bubble * 1e3);
         printf("\n");
+    }
+    if (code == 0 && so->explain) {   /* the best again, entry by entry */
+        candidate e = c[0];
+        e.explain = true;
+        plan_predict(&so->base, ranks, per_node, cal, &e);
     }
     if (code == 0 && so->write) code = plan_write_best(&so->base, &c[0], ranks, so->write);
     free(c);

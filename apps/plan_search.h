@@ -16,7 +16,7 @@ typedef struct search_opts {
     int64_t memory;             /* bytes per rank; 0: no limit */
     const char *calibration, *tuning, *write;
     int top;
-    bool all, tsv;
+    bool all, tsv, explain;
 } search_opts;
 
 /* One plan: the flags that make it, and what it is predicted to cost. */
@@ -31,6 +31,7 @@ typedef struct candidate {
     int64_t peak;               /* bytes per rank: the most any simulated rank needs */
     int64_t params, grads, optim, other;   /* that rank's parts of it */
     double comm_bytes;          /* its messages per step */
+    bool explain;               /* plan_predict prints its first rank's step, entry by entry */
 } candidate;
 
 /* Predicts c on ranks in nodes of per_node with the calibration: c->ok,

@@ -370,9 +370,14 @@ int64_t mfi_box_first_index(const mfi_meta *gm, const mfi_box *b);
  * backward (returns what to give _leave), a module's forward. */
 int mfi_graph_op_begin(const mfi_op *op, int n_in, mf_tensor *const *in, const void *attrs, size_t attrs_size);
 void mfi_graph_op_end(int id, const mf_tensor *out, const mfi_call *c);
+/* An op on global tensors is about to run its local op under this
+ * signature (lib/global/apply.c): the next entry of op gets it. */
+void mfi_graph_signature(const mfi_op *op, int n_in, const mf_nd_sbp *in, const mf_nd_sbp *out);
 int mfi_graph_backward_enter(int id);
 void mfi_graph_backward_leave(int prev);
 void mfi_graph_module_enter(const mf_module *m);
+/* Clipping or an optimizer's step begins: what follows is the update. */
+void mfi_graph_update_begin(void);
 void mfi_graph_module_leave(void);
 
 /* Runs op on inputs (borrowed) and records it if needed. attrs (of

@@ -41,7 +41,7 @@ extern "C" {
 typedef enum mf_graph_phase {
     MF_GRAPH_FORWARD,    /* under no backward */
     MF_GRAPH_BACKWARD,   /* run by the backward of an op (forward_of) */
-    MF_GRAPH_UPDATE      /* kernels outside any op after a backward: the optimizer's update */
+    MF_GRAPH_UPDATE      /* after a backward: clipping, the optimizer's update */
 } mf_graph_phase;
 
 /* A value: one tensor storage, as an op saw it. */
@@ -75,6 +75,9 @@ typedef struct mf_graph_op {
     int mm_calls, mem_calls;
     mf_prof_class cls;   /* the class of its costliest kernel (MF_PROF_OTHER: none) */
     int64_t saved_bytes; /* bytes it keeps for its backward (0 if not recorded) */
+    /* on global tensors: the signature the op ran under, each input's
+     * nd-SBP then the output's ("S(0) B,S(0) -> S(0)"); "" otherwise */
+    char sbp[96];
     int64_t in_use;      /* the device allocator's bytes in use after it */
     /* a communication entry (in a simulated world: "allreduce",
      * "reduce-scatter", ...; comm_kind -1 for computation): the message's

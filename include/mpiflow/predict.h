@@ -62,6 +62,8 @@ typedef struct mf_step_time {
     double step;           /* compute + exposed_comm + bubble */
 } mf_step_time;
 
+/* One entry's seconds: an op's compute, or a communication entry's time. */
+MF_API double mf_predict_entry(const mf_graph_op *o, const mf_calibration *c);
 /* The time of a step from its graph (one rank's, recorded in a
  * simulated world): each op at its class's rate for its work per kernel
  * call, each communication entry at the calibrated time; communication

@@ -181,6 +181,7 @@ mf_tensor *mfi_global_apply(const mfi_op *op, int n_in, mf_tensor *const *in, co
             memcpy(lattrs, attrs, attrs_size);
             if (op->localize) op->localize(&gc, lattrs, &ob);
         }
+        if (mfi_graph_rec) mfi_graph_signature(op, n_in, want, &osbp);
         out_local = mfi_apply(op, n_in, local, lattrs, attrs_size);
         if (!out_local) MF_TRY_OUT(mf_last_status());
         for (int i = 0; i < gc.out_meta.ndim; i++)

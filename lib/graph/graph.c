@@ -27,7 +27,7 @@ struct mf_graph {
     /* recording state */
     int open[MAX_DEPTH], nopen;          /* ops whose forward is running */
     int backward_of;                     /* -1, or the op whose backward runs */
-    bool seen_backward;                  /* a backward ran: later loose kernels are the update */
+    bool in_update;                      /* clipping or the optimizer's step is running */
     const char *modules[MAX_DEPTH];      /* names of the modules running */
     int nmodules;
     mfi_ptr_map module_names;            /* module -> index in names + 1 */
@@ -35,6 +35,20 @@ struct mf_graph {
 };
 
 _Thread_local mf_graph *mfi_graph_rec;
+/* the signature of the global op whose local op comes next */
+static _Thread_local const struct mfi_op *pending_op;
+static _Thread_local char pending_sbp[96];
+
+void mfi_graph_signature(const struct mfi_op *op, int n_in, const mf_nd_sbp *in, const mf_nd_sbp *out)
+{
+    size_t len = 0;
+    char b[48];
+    for (int i = 0; i < n_in && len < sizeof pending_sbp; i++)
+        len += (size_t)snprintf(pending_sbp + len, sizeof pending_sbp - len, "%s%s", i ? " " : "",
+                                in[i].ndim ? mf_nd_sbp_str(&in[i], b, sizeof b) : "-");
+    if (len < sizeof pending_sbp) snprintf(pending_sbp + len, sizeof pending_sbp - len, " -> %s", mf_nd_sbp_str(out, b, sizeof b));
+    pending_op = op;
+}
 
 static char *add_name(mf_graph *g, const char *s)
 {
@@ -185,7 +199,8 @@ int mfi_graph_op_begin(const struct mfi_op *op, int n_in, mf_tensor *const *in, 
 {
     mf_graph *g = mfi_graph_rec;
     if (!g || g->nopen == MAX_DEPTH) return 0;
-    mf_graph_op *o = new_op(g, op->name, g->backward_of >= 0 ? MF_GRAPH_BACKWARD : MF_GRAPH_FORWARD);
+    mf_graph_op *o = new_op(g, op->name, g->backward_of >= 0 ? MF_GRAPH_BACKWARD
+                                       : g->in_update ? MF_GRAPH_UPDATE : MF_GRAPH_FORWARD);
     if (!o) return 0;
     int idx = g->n - 1;
     o->n_in = n_in < MF_GRAPH_MAX_IN ? n_in : MF_GRAPH_MAX_IN;
@@ -194,6 +209,10 @@ int mfi_graph_op_begin(const struct mfi_op *op, int n_in, mf_tensor *const *in, 
         const mf_tensor *loc = in[i] ? mfi_local_piece(in[i]) : NULL;
         int *p = loc && loc->storage ? mfi_ptr_map_at(&g->param_names, loc->storage, false) : NULL;
         o->param[i] = p ? g->names[*p - 1] : NULL;
+    }
+    if (pending_op == op) {   /* the local op of a global one */
+        snprintf(o->sbp, sizeof o->sbp, "%s", pending_sbp);
+        pending_op = NULL;
     }
     mfi_graph_call *c = &g->calls[idx];
     c->op = op;
@@ -223,7 +242,7 @@ int mfi_graph_backward_enter(int id)
     if (!g) return -1;
     int prev = g->backward_of;
     g->backward_of = id - 1;
-    g->seen_backward = true;
+    g->in_update = false;
     return prev;
 }
 
@@ -232,10 +251,17 @@ void mfi_graph_backward_leave(int prev)
     if (mfi_graph_rec) mfi_graph_rec->backward_of = prev;
 }
 
+void mfi_graph_update_begin(void)
+{
+    if (mfi_graph_rec) mfi_graph_rec->in_update = true;
+}
+
 void mfi_graph_module_enter(const mf_module *m)
 {
     mf_graph *g = mfi_graph_rec;
-    if (!g || g->nmodules == MAX_DEPTH) return;
+    if (!g) return;
+    g->in_update = false;   /* a forward begins */
+    if (g->nmodules == MAX_DEPTH) return;
     int *p = mfi_ptr_map_at(&g->module_names, m, false);
     const char *parent = g->nmodules ? g->modules[g->nmodules - 1] : "";
     g->modules[g->nmodules++] = p ? g->names[*p - 1] : parent;
@@ -259,7 +285,7 @@ void mfi_graph_kernel(int kernel, mf_prof_class cls, double flops, double bytes)
     } else {
         /* a kernel outside any op: a backward function's own kernels (one
          * entry per op differentiated), the optimizer's update, a fill */
-        mf_graph_phase ph = g->backward_of >= 0 ? MF_GRAPH_BACKWARD : g->seen_backward ? MF_GRAPH_UPDATE
+        mf_graph_phase ph = g->backward_of >= 0 ? MF_GRAPH_BACKWARD : g->in_update ? MF_GRAPH_UPDATE
                                                                                         : MF_GRAPH_FORWARD;
         const mf_graph_op *last = g->n ? &g->ops[g->n - 1] : NULL;
         if (last && !g->calls[g->n - 1].op && last->comm_kind < 0 && last->phase == ph &&
@@ -293,7 +319,7 @@ void mfi_graph_comm(int kind, int64_t bytes, int ranks, int nodes, int local, mf
 {
     mf_graph *g = mfi_graph_rec;
     if (!g) return;
-    mf_graph_phase ph = g->backward_of >= 0 ? MF_GRAPH_BACKWARD : g->seen_backward ? MF_GRAPH_UPDATE : MF_GRAPH_FORWARD;
+    mf_graph_phase ph = g->backward_of >= 0 ? MF_GRAPH_BACKWARD : g->in_update ? MF_GRAPH_UPDATE : MF_GRAPH_FORWARD;
     mf_graph_op *o = new_op(g, mf_comm_kind_name((mf_comm_kind)kind), ph);
     if (!o) return;
     o->comm_kind = kind;
@@ -363,9 +389,9 @@ mf_status mf_graph_print(const mf_graph *g, FILE *f)
                                     o->param[k] ? "=" : "", o->param[k] ? o->param[k] : "");
         }
         shape_str(&o->out, out, sizeof out);
-        fprintf(f, "%5d %s %-28s %-16s %s -> %s  %.4g flop %.4g B%s", i, phase[o->phase],
+        fprintf(f, "%5d %s %-28s %-16s %s -> %s  %.4g flop %.4g B%s%s", i, phase[o->phase],
                 *o->module ? o->module : "-", o->name, ins, !g->calls[i].op ? "-" : out, o->flops,
-                o->bytes, "");
+                o->bytes, o->sbp[0] ? "  sbp " : "", o->sbp);
         if (o->forward_of >= 0) fprintf(f, "  (grad of %d)", o->forward_of);
         fputc('\n', f);
     }

@@ -9,6 +9,7 @@
 
 mf_status mf_clip_grad_norm(const mf_tensor_list *params, double max_norm, double *total_norm)
 {
+    if (mfi_graph_rec) mfi_graph_update_begin();
     if (!params) MF_FAIL(MF_ERR_ARG, "mf_clip_grad_norm: the parameter list is NULL");
     if (!(max_norm > 0)) MF_FAIL(MF_ERR_ARG, "mf_clip_grad_norm: max_norm %g must be > 0", max_norm);
     MF_TRY(mfi_grad_buckets_flush(params));   /* the norm is of the summed gradients */

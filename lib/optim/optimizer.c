@@ -62,6 +62,7 @@ void mf_optim_destroy(mf_optim *o)
 
 mf_status mf_optim_step(mf_optim *o)
 {
+    if (mfi_graph_rec) mfi_graph_update_begin();
     if (!o) MF_FAIL(MF_ERR_ARG, "mf_optim_step: optimizer is NULL");
     MF_TRY(mf_optim_sync_grads(o));
     for (int i = 0; i < o->n; i++) {

@@ -25,6 +25,14 @@ static double op_time(const mf_graph_op *o, const mf_calibration *c)
     return t;
 }
 
+double mf_predict_entry(const mf_graph_op *o, const mf_calibration *c)
+{
+    if (!o || !c) return 0;
+    if (o->comm_kind >= 0)
+        return mf_calibration_comm_time(c, (mf_comm_kind)o->comm_kind, o->comm_bytes, o->comm_ranks, o->comm_nodes);
+    return op_time(o, c);
+}
+
 mf_status mf_predict_step(const mf_graph *g, const mf_calibration *c, mf_step_time *out)
 {
     if (!g || !c || !out) MF_FAIL(MF_ERR_ARG, "mf_predict_step: graph, calibration or result is NULL");
