@@ -1,0 +1,85 @@
+#!/bin/sh
+# bench/run_plan.sh [RANKS] [STEPS] [ROUNDS]: every plan mpiflow-plan
+# lists for LeNet, the ViT and the GPT 10m preset on RANKS ranks (default
+# 4), run for real: predicted against measured step time and peak memory
+# per rank, side by side (doc/planning.md, doc/performance.md).
+#
+#   1. mpiflow-bench calibrate on RANKS ranks (the rates the predictions use);
+#   2. per model, mpiflow-plan --tsv: every plan with its prediction, and
+#      the search's time;
+#   3. each plan that can run, trained STEPS steps (default 12) ROUNDS
+#      times (default 3) with mpiflow-train: the median step (step_ms,
+#      the first step left out) and peak_mib; the rounds' spread;
+#   4. the auto plan's place among the measured, at no memory limit and
+#      at a limit below plain data parallel's predicted peak.
+# Run from the build directory. Takes a while: about STEPS x ROUNDS steps
+# for each of some 100 plans.
+set -u
+np=${1:-4}
+steps=${2:-12}
+rounds=${3:-3}
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MF_THREADS=1
+T=$(mktemp -d "${TMPDIR:-/tmp}/mf_plan.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+MPIEXEC=${MPIEXEC:-mpiexec}
+
+echo "# bench/run_plan.sh $np $steps $rounds: $(date -u +%Y-%m-%d), $(nproc) core(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+"$MPIEXEC" -n "$np" ./mpiflow-bench calibrate --out "$T/cal.txt" | sed 's/^/# /'
+
+bench_model() {   # bench_model NAME FLAGS...
+    name=$1
+    shift
+    t0=$(date +%s.%N)
+    ./mpiflow-plan "$@" --ranks "$np" --calibration "$T/cal.txt" --tsv >"$T/grid" || { echo "mpiflow-plan failed"; return; }
+    t1=$(date +%s.%N)
+    echo
+    echo "## $name on $np ranks: $(wc -l <"$T/grid") plans, searched in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s"
+    printf '%-64s %10s %10s %14s %6s %10s %10s %6s\n' plan pred_ms meas_ms spread meas/pred pred_MiB meas_MiB ratio
+    : >"$T/measured"
+    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak <&3; do
+        [ "$ok" = 1 ] || continue
+        f=$flags
+        case $f in "("*) f="" ;; esac
+        : >"$T/rounds"
+        r=0
+        while [ $r -lt "$rounds" ]; do
+            # shellcheck disable=SC2086
+            eval "\"$MPIEXEC\" -n $np ./mpiflow-train $* $f --steps $steps --no-eval --progress lines --log-every $steps" \
+                </dev/null >"$T/out" 2>&1
+            sed -n 's/.* step_ms=\([0-9.]*\) peak_mib=\([0-9.]*\).*/\1 \2/p' "$T/out" >>"$T/rounds"
+            r=$((r + 1))
+        done
+        [ -s "$T/rounds" ] || { printf '%-64s %10s\n' "$flags" "failed: $(tail -1 "$T/out")"; continue; }
+        sort -n "$T/rounds" | awk -v f="$flags" -v ps="$step" -v pb="$peak" '
+            { t[NR] = $1; m = $2 }
+            END {
+                med = t[int((NR + 1) / 2)]; pm = ps * 1000; pmib = pb / 1048576
+                printf "%-64s %10.2f %10.2f %6.2f..%-6.2f %6.2f %10.3f %10.3f %6.3f\n", f, pm, med, t[1], t[NR],
+                       med / pm, pmib, m, m / pmib
+            }'
+        printf '%s\t%s\t%s\n' "$flags" "$(sort -n "$T/rounds" | awk '{ t[NR] = $1 } END { print t[int((NR + 1) / 2)] }')" \
+            "$peak" >>"$T/measured"
+    done 3<"$T/grid"
+    # the auto plan (the first line of the ranked grid) among the measured
+    auto=$(head -1 "$T/grid" | cut -f1)
+    sort -t "$(printf '\t')" -k2 -g "$T/measured" | awk -F '\t' -v a="$auto" '
+        NR == 1 { best = $2; bf = $1 } $1 == a { place = NR; at = $2 }
+        END { printf "auto plan: %s, measured %.2f ms, place %d of %d; the best measured: %s, %.2f ms (auto %.1f %% slower)\n",
+                     a, at, place, NR, bf, best, 100 * (at / best - 1) }'
+    # a budget below data parallel's predicted peak
+    dp=$(awk -F '\t' '$1 == "(data parallel)" { print $7 }' "$T/grid")
+    if [ -n "$dp" ]; then
+        budget=$((dp * 9 / 10))
+        ./mpiflow-plan "$@" --ranks "$np" --calibration "$T/cal.txt" --memory "$budget" --tsv >"$T/grid2"
+        auto2=$(awk -F '\t' -v b="$budget" '$5 == 1 && $7 <= b { print $1; exit }' "$T/grid2")
+        awk -F '\t' -v b="$budget" 'NR == FNR { if ($5 == 1 && $7 <= b) fit[$1] = 1; next } ($1 in fit)' "$T/grid2" "$T/measured" |
+            sort -t "$(printf '\t')" -k2 -g | awk -F '\t' -v a="$auto2" -v b="$budget" '
+            NR == 1 { best = $2; bf = $1 } $1 == a { place = NR; at = $2 }
+            END { printf "budget %.3f MiB (below data parallel): auto %s, measured %.2f ms, place %d of %d fitting; best %s, %.2f ms\n",
+                         b / 1048576, a, at, place, NR, bf, best }'
+    fi
+}
+
+bench_model "LeNet" --model lenet --dataset synthetic --synthetic-size 2048,64 --batch-size 64
+bench_model "ViT" --model vit --dataset synthetic --synthetic-size 2048,64 --batch-size 64
+bench_model "GPT 10m" --model gpt --preset 10m --dataset text:/usr/share/games/fortunes --batch-size 16
