@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collectives/coll_algo.h"
+#include "collectives/comm.h"
 #include "base/error.h"
 
 static void (*observer)(const mfi_sim_event *e);
@@ -29,23 +30,22 @@ mf_status mfi_comm_sim_create(int n, const int *world_ranks, int rank, mfi_comm 
     *out = NULL;
     if (!mfi_sim_on()) MF_FAIL(MF_ERR_STATE, "a simulated communicator outside a simulated world");
     if (n < 1 || rank < 0 || rank >= n) MF_FAIL(MF_ERR_INTERNAL, "a simulated communicator of %d ranks as rank %d", n, rank);
+    /* its nodes, and the most of its ranks any one holds */
+    int rpn = mfi_sim_ranks_per_node(), nn = 0, most = 0, nodes = mfi_comm_size() / rpn + 1;
     mfi_comm *c = calloc(1, sizeof *c);
-    int *nodes = malloc((size_t)n * sizeof *nodes);
-    if (!c || !nodes) {
+    int *on = calloc((size_t)nodes, sizeof *on);   /* ranks on each node */
+    if (!c || !on) {
         free(c);
-        free(nodes);
+        free(on);
         MF_FAIL(MF_ERR_NOMEM, "simulated communicator: out of memory");
     }
-    /* its nodes, and the most of its ranks any one holds */
-    int rpn = mfi_sim_ranks_per_node(), nn = 0, most = 0;
     for (int i = 0; i < n; i++) {
-        int node = world_ranks[i] / rpn, seen = 0, k;
-        for (k = 0; k < nn && nodes[k] != node; k++) {}
-        if (k == nn) nodes[nn++] = node;
-        for (int j = 0; j <= i; j++) seen += world_ranks[j] / rpn == node;
-        if (seen > most) most = seen;
+        int node = world_ranks[i] / rpn;
+        if (node < 0 || node >= nodes) continue;
+        nn += on[node] == 0;
+        if (++on[node] > most) most = on[node];
     }
-    free(nodes);
+    free(on);
     c->comm = MPI_COMM_NULL;
     c->rank = rank;
     c->size = n;

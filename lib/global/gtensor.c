@@ -311,9 +311,28 @@ mf_tensor *mf_to_local(mf_tensor *t)
     return mf_tensor_retain(t->global->local);
 }
 
+static int cmp_int(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* the same set of ranks, in any mesh order */
 static bool same_ranks(const mf_placement *a, const mf_placement *b)
 {
+    if (a == b) return true;
     if (a->n != b->n) return false;
+    if (!memcmp(a->ranks, b->ranks, (size_t)a->n * sizeof *a->ranks)) return true;
+    int *s = a->n > 64 ? malloc(2 * (size_t)a->n * sizeof *s) : NULL;
+    if (s) {   /* sorted, for a thousand ranks */
+        memcpy(s, a->ranks, (size_t)a->n * sizeof *s);
+        memcpy(s + a->n, b->ranks, (size_t)a->n * sizeof *s);
+        qsort(s, (size_t)a->n, sizeof *s, cmp_int);
+        qsort(s + a->n, (size_t)a->n, sizeof *s, cmp_int);
+        bool same = !memcmp(s, s + a->n, (size_t)a->n * sizeof *s);
+        free(s);
+        return same;
+    }
     for (int i = 0; i < a->n; i++) {
         bool found = false;
         for (int j = 0; j < b->n && !found; j++) found = a->ranks[i] == b->ranks[j];

@@ -94,12 +94,19 @@ mf_status mfi_placement_layout_check(const char *what, int n, const int *ranks, 
         prod *= mesh[d];
     }
     if (prod != n) MF_FAIL(MF_ERR_ARG, "%s: a mesh of %lld ranks does not fit %d ranks", what, (long long)prod, n);
+    unsigned char *seen = calloc((size_t)world, 1);
+    if (!seen) MF_FAIL(MF_ERR_NOMEM, "%s: out of memory", what);
     for (int i = 0; i < n; i++) {
-        if (ranks[i] < 0 || ranks[i] >= world)
+        if (ranks[i] < 0 || ranks[i] >= world) {
+            free(seen);
             MF_FAIL(MF_ERR_ARG, "%s: rank %d is not in the world of %d ranks", what, ranks[i], world);
-        for (int j = 0; j < i; j++)
-            if (ranks[j] == ranks[i]) MF_FAIL(MF_ERR_ARG, "%s: rank %d appears twice", what, ranks[i]);
+        }
+        if (seen[ranks[i]]++) {
+            free(seen);
+            MF_FAIL(MF_ERR_ARG, "%s: rank %d appears twice", what, ranks[i]);
+        }
     }
+    free(seen);
     return MF_OK;
 }
 
