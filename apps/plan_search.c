@@ -194,16 +194,24 @@ candidate *plan_candidates(const train_opts *base, int ranks, int per_node, int 
     }
     const bool tp_ok = !strcmp(base->model, "gpt") || !strcmp(base->model, "vit");
     const char *rc = recompute_of(base->model);
+    /* a GPT's heads bound tensor parallel and its layers the stages: the
+     * plans past them are not even tried (the others say why they fail) */
+    mf_gpt_config gc;
+    char gerr[256];
+    const bool gpt = !strcmp(base->model, "gpt") && gpt_config(base, &gc, gerr, sizeof gerr) == MF_OK;
     for (int pp = 1; pp <= ranks && pp <= 64; pp *= 2) {
         if (ranks % pp) continue;
+        if (gpt && pp > gc.n_layer + 2) continue;
         for (int tp = 1; tp <= ranks / pp && tp <= per_node; tp *= 2) {
-            if ((ranks / pp) % tp || (tp > 1 && !tp_ok)) continue;
+            if ((ranks / pp) % tp || (tp > 1 && !tp_ok) || (gpt && gc.n_head % tp)) continue;
             int dp = ranks / pp / tp;
             for (int sp = 0; sp <= (tp > 1); sp++)
                 for (int zero = 0; zero <= (dp > 1 ? (pp > 1 ? 1 : 3) : 0); zero++)
                     for (int r = 0; r <= (rc != NULL); r++)
                         for (int m = pp > 1 ? pp : 0; m <= (pp > 1 ? 2 * pp : 0); m = m ? m * 2 : 1) {
                             if (*n == cap) break;
+                            /* every micro-batch needs a row on each data-parallel rank */
+                            if (m && (base->batch_size % dp || (base->batch_size / dp) % m)) continue;
                             candidate *k = &c[(*n)++];
                             *k = (candidate){.dp = dp, .tp = tp, .pp = pp, .zero = zero, .sp = sp,
                                              .micro_batches = m, .recompute = r ? rc : NULL};
