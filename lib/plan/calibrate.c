@@ -125,7 +125,7 @@ static mf_status measure_op(mf_calibration *c, bench_fn fn, op_args *a, mf_prof_
 void mfi_calibration_add_rate(mf_calibration *c, mf_prof_class cls, double work, double rate);
 void mfi_calibration_add_comm(mf_calibration *c, mf_comm_kind kind, int ranks, int nodes, double bytes, double s);
 void mfi_calibration_set(mf_calibration *c, const char *source, double overhead);
-void mfi_calibration_clear(mf_calibration *c);
+mf_calibration *mfi_calibration_empty(void);
 
 static mf_status measure_compute(mf_calibration *c, bool quick)
 {
@@ -235,7 +235,7 @@ static mf_status measure_comms(mf_calibration *c, bool quick)
                 int64_t msg = kind == MF_COMM_REDUCE_SCATTER || kind == MF_COMM_ALLGATHER ? counts[0] * n * 4 : bytes;
                 double s;
                 st = time_calls(run_coll, &a, min_s, &s);
-                if (st == MF_OK && mfi_comm_size_of(g) == n) mfi_calibration_add_comm(c, (mf_comm_kind)kind, n, nn, (double)msg, s);
+                if (st == MF_OK) mfi_calibration_add_comm(c, (mf_comm_kind)kind, n, nn, (double)msg, s);
             }
         }
         mfi_comm_free(g);
@@ -248,9 +248,8 @@ static mf_status measure_comms(mf_calibration *c, bool quick)
 
 mf_calibration *mf_calibration_measure(bool quick)
 {
-    mf_calibration *c = mf_calibration_default();
+    mf_calibration *c = mfi_calibration_empty();   /* only what is measured */
     if (!c) return NULL;
-    mfi_calibration_clear(c);   /* only what is measured */
     char desc[256], src[512];
     mf_device_describe(mf_default_device(), desc, sizeof desc);
     snprintf(src, sizeof src, "measured: %s, %d rank(s) on %d node(s)", desc, mf_world_size(), mf_node_count());

@@ -50,18 +50,21 @@ static int curve_of(mf_prof_class cls)
     return cls == MF_PROF_GEMM ? 0 : cls == MF_PROF_CONV ? 1 : cls == MF_PROF_ATTENTION ? 2 : 3;
 }
 
-static void curve_add(curve *c, double work, double rate)
+/* (a, b) into the points x, y (*n of them), kept sorted by x */
+static void insert_sorted(double *x, double *y, int *n, double a, double b)
 {
-    if (c->n == MAX_POINTS || !(work > 0) || !(rate > 0)) return;
-    int i = c->n++;
-    while (i > 0 && c->work[i - 1] > work) {
-        c->work[i] = c->work[i - 1];
-        c->rate[i] = c->rate[i - 1];
+    if (*n == MAX_POINTS || !(a > 0) || !(b > 0)) return;
+    int i = (*n)++;
+    while (i > 0 && x[i - 1] > a) {
+        x[i] = x[i - 1];
+        y[i] = y[i - 1];
         i--;
     }
-    c->work[i] = work;
-    c->rate[i] = rate;
+    x[i] = a;
+    y[i] = b;
 }
+
+static void curve_add(curve *c, double work, double rate) { insert_sorted(c->work, c->rate, &c->n, work, rate); }
 
 static comm_table *table_for(mf_calibration *c, mf_comm_kind kind, int ranks, int nodes, bool add)
 {
@@ -82,15 +85,7 @@ static comm_table *table_for(mf_calibration *c, mf_comm_kind kind, int ranks, in
 static void comm_add(mf_calibration *c, mf_comm_kind kind, int ranks, int nodes, double bytes, double seconds)
 {
     comm_table *t = table_for(c, kind, ranks, nodes, true);
-    if (!t || t->n == MAX_POINTS || !(bytes > 0) || !(seconds > 0)) return;
-    int i = t->n++;
-    while (i > 0 && t->bytes[i - 1] > bytes) {
-        t->bytes[i] = t->bytes[i - 1];
-        t->seconds[i] = t->seconds[i - 1];
-        i--;
-    }
-    t->bytes[i] = bytes;
-    t->seconds[i] = seconds;
+    if (t) insert_sorted(t->bytes, t->seconds, &t->n, bytes, seconds);
 }
 
 mf_calibration *mf_calibration_default(void)
@@ -138,12 +133,11 @@ void mfi_calibration_set(mf_calibration *c, const char *source, double overhead)
     if (overhead >= 0) c->overhead = overhead;
 }
 
-void mfi_calibration_clear(mf_calibration *c)
+mf_calibration *mfi_calibration_empty(void)
 {
-    memset(c->curves, 0, sizeof c->curves);
-    free(c->comms);
-    c->comms = NULL;
-    c->ncomms = 0;
+    mf_calibration *c = calloc(1, sizeof *c);
+    if (!c) mfi_error(MF_ERR_NOMEM, "calibration: out of memory");
+    return c;
 }
 
 void mf_calibration_destroy(mf_calibration *c)
