@@ -253,7 +253,8 @@ mf_status par_setup(par *pp, const train_opts *o, const mf_plan *plan, mf_module
     int n = mf_world_size();
     memset(pp, 0, sizeof *pp);
     pp->dev = mf_simulating() ? MF_DEV_META : strcmp(o->device, "cuda") ? MF_DEV_CPU : MF_DEV_CUDA;   /* a simulated rank: meta */
-    if (o->plan) snprintf(pp->what, sizeof pp->what, "--plan %s", o->plan);
+    if (o->plan_text) snprintf(pp->what, sizeof pp->what, "the searched plan");
+    else if (o->plan) snprintf(pp->what, sizeof pp->what, "--plan %s", o->plan);
     else if (o->tensor_parallel) snprintf(pp->what, sizeof pp->what, "--tensor-parallel %d", o->tensor_parallel);
     else snprintf(pp->what, sizeof pp->what, "--parallel %s", o->parallel ? o->parallel : "dp");
     if (o->pipeline_stages || o->pipeline_cuts || o->micro_batches || o->shards)

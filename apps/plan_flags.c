@@ -227,15 +227,17 @@ int plan_to_flags(const mf_plan *plan, mf_module *model, int n, train_opts *o, c
 
 mf_plan *plan_for_run(train_opts *o, mf_module *model, int n, char *err, size_t len)
 {
-    mf_plan *plan = o->plan ? mf_plan_load(o->plan) : plan_of_flags(o, model, n, err, len);
-    if (!plan && o->plan) snprintf(err, len, "--plan: %s", mf_last_error());
-    if (!plan || (o->plan && plan_to_flags(plan, model, n, o, err, len))) {
+    const bool given = o->plan || o->plan_text;
+    mf_plan *plan = o->plan_text ? mf_plan_parse(o->plan_text, strlen(o->plan_text), "the searched plan")
+                    : o->plan ? mf_plan_load(o->plan) : plan_of_flags(o, model, n, err, len);
+    if (!plan && given) snprintf(err, len, "--plan: %s", mf_last_error());
+    if (!plan || (given && plan_to_flags(plan, model, n, o, err, len))) {
         mf_plan_destroy(plan);
         return NULL;
     }
     /* recompute for a model other than the GPT (whose blocks recompute by mf_gpt_set_recompute) */
     if (!mf_gpt_config_of(model) && mf_plan_apply_recompute(plan, model) != MF_OK) {
-        snprintf(err, len, "%s: %s", o->plan ? o->plan : "--recompute", mf_last_error());
+        snprintf(err, len, "%s: %s", o->plan ? o->plan : o->plan_text ? "the searched plan" : "--recompute", mf_last_error());
         mf_plan_destroy(plan);
         return NULL;
     }

@@ -24,12 +24,138 @@
 /* the options of candidate c on top of base's */
 void plan_apply_candidate(train_opts *o, const candidate *c)
 {
+    o->plan_text = c->plan_json[0] ? c->plan_json : NULL;
+    if (o->plan_text) {   /* the plan says it all */
+        o->tensor_parallel = 0;
+        o->sequence_parallel = false;
+        o->zero = 0;
+        o->recompute = NULL;
+        o->pipeline_stages = 0;
+        o->micro_batches = 0;
+        return;
+    }
     o->tensor_parallel = c->tp > 1 ? c->tp : 0;
     o->sequence_parallel = c->sp;
     o->zero = c->zero;
     o->recompute = c->recompute;
     o->pipeline_stages = c->pp > 1 ? c->pp : 0;
     o->micro_batches = c->micro_batches;
+}
+
+/* -------------------------------------------------------------- layout */
+/* The layout search for tensor parallel tp with rows per data-parallel
+ * rank (mpiflow/layout.h), on the model traced at one rank; cached. */
+typedef struct layout_entry {
+    int tp, dp, nodes;
+    int64_t rows;
+    char summary[240], rules[640];
+    bool megatron, split;   /* Megatron-LM's layout; anything split at all */
+} layout_entry;
+
+static layout_entry layout_cache[32];
+static int layout_cached;
+static mf_layout *layout_last;   /* the last search, for --explain */
+
+static bool role_is(const mf_layout *l, const char *suffix, const char *role)
+{
+    int i = mf_layout_find(l, suffix);
+    return i >= 0 && !strcmp(mf_layout_role(l, i), role);
+}
+
+static const layout_entry *layout_for(const train_opts *base, int tp, int dp, int dp_nodes, const mf_calibration *cal,
+                                      bool keep)
+{
+    int64_t rows = base->batch_size / (dp > 0 ? dp : 1);
+    for (int i = 0; i < layout_cached && !keep; i++)
+        if (layout_cache[i].tp == tp && layout_cache[i].dp == dp && layout_cache[i].rows == rows &&
+            layout_cache[i].nodes == dp_nodes)
+            return &layout_cache[i];
+    static layout_entry fresh;
+    layout_entry *e = layout_cached < 32 ? &layout_cache[layout_cached] : &fresh;
+    memset(e, 0, sizeof *e);
+    e->tp = tp;
+    e->dp = dp;
+    e->rows = rows;
+    e->nodes = dp_nodes;
+    const bool gpt = !strcmp(base->model, "gpt");
+    mf_gpt_config gc;
+    char err[256];
+    mf_device_type was = mf_default_device();
+    mf_set_default_device(MF_DEV_META);
+    mf_module *m = NULL;
+    if (gpt) {
+        if (gpt_config(base, &gc, err, sizeof err) == MF_OK) m = mf_model_gpt(&gc);
+    } else {
+        m = mf_model_create(base->model, 1, 28, 28, 10);
+    }
+    mf_tensor *x = !m ? NULL : gpt ? mf_zeros(MF_I64, 2, (int64_t[]){rows, gc.seq_len})
+                                   : mf_zeros(MF_F32, 4, (int64_t[]){rows, 1, 28, 28});
+    mf_tensor *y = gpt || !m ? NULL : mf_zeros(MF_I64, 1, &rows);
+    mf_graph *g = NULL;
+    if (x && (gpt || y) && mf_graph_begin(m) == MF_OK) {
+        mf_tensor *out = gpt ? NULL : mf_module_forward(m, x);
+        mf_tensor *loss = gpt ? mf_gpt_loss(m, x, x) : out ? mf_cross_entropy(out, y, MF_REDUCTION_MEAN) : NULL;
+        g = mf_graph_end();
+        mf_tensor_destroy(loss);
+        mf_tensor_destroy(out);
+    }
+    mf_layout *l = g ? mf_layout_from_graph(g, cal, tp) : NULL;
+    mf_layout_env env = {.tp = tp, .tp_nodes = 1, .dp = dp, .dp_nodes = dp_nodes, .cal = cal};
+    if (l && mf_layout_search(l, &env) == MF_OK) {
+        size_t k = 0, r = 0;
+        bool tokens = false;
+        for (int i = 0; i < mf_layout_num_ops(l); i++) {
+            tokens |= mf_layout_out(l, i) == MF_LS_TOKENS;
+            mf_layout_sbp ps = mf_layout_param(l, i);
+            if (ps == MF_LS_NONE) continue;
+            e->split |= ps != MF_LS_B;
+        }
+        if (gpt) {
+            e->megatron = role_is(l, "attn.c_attn mf_linear", "column parallel") &&
+                          role_is(l, "attn.c_proj mf_linear", "row parallel") &&
+                          role_is(l, "mlp.c_fc mf_linear", "column parallel") &&
+                          role_is(l, "mlp.c_proj mf_linear", "row parallel") &&
+                          role_is(l, "wte mf_linear_cross_entropy", "vocabulary parallel");
+        } else if (!strcmp(base->model, "vit")) {
+            e->megatron = role_is(l, "attn.q mf_linear", "column parallel") && role_is(l, "attn.proj mf_linear", "row parallel") &&
+                          role_is(l, "mlp.fc mf_linear", "column parallel") && role_is(l, "mlp.proj mf_linear", "row parallel");
+        }
+        if (e->megatron)
+            k += (size_t)snprintf(e->summary, sizeof e->summary, "Megatron-LM's: QKV and MLP-in column parallel, "
+                                  "projections row parallel, %s%s", gpt ? "the head vocabulary parallel, " : "",
+                                  tokens ? "the residual split over tokens (sequence parallel)" : "the residual whole");
+        /* the linears one by one, and the rules that make them */
+        for (int i = 0; i < mf_layout_num_ops(l) && !e->megatron; i++) {
+            mf_layout_sbp ps = mf_layout_param(l, i);
+            if (ps == MF_LS_NONE) continue;
+            char opname[200];   /* the op's module: its name up to the space */
+            snprintf(opname, sizeof opname, "%s", mf_layout_op_name(l, i));
+            char *sp = strchr(opname, ' ');
+            if (sp) *sp = 0;
+            if (k < sizeof e->summary)
+                k += (size_t)snprintf(e->summary + k, sizeof e->summary - k, "%s%s %s", k ? ", " : "", opname,
+                                      mf_layout_role(l, i));
+            if (ps != MF_LS_B && r < sizeof e->rules)
+                r += (size_t)snprintf(e->rules + r, sizeof e->rules - r,
+                                      "%s{\"match\": \"%s%s\", \"sbp\": {\"tp\": \"%s\"}}", r ? ", " : "", opname,
+                                      ps == MF_LS_FEATURES ? ".*" : ".weight", ps == MF_LS_FEATURES ? "S(0)" : "S(1)");
+        }
+        if (k >= sizeof e->summary || r >= sizeof e->rules) e->split = false;   /* too long to say: not offered */
+    }
+    if (keep) {
+        mf_layout_destroy(layout_last);
+        layout_last = l;
+    } else {
+        mf_layout_destroy(l);
+    }
+    mf_graph_destroy(g);
+    mf_tensor_destroy(x);
+    mf_tensor_destroy(y);
+    mf_module_destroy(m);
+    mf_set_default_device(was);
+    mf_clear_error();
+    if (e != &fresh && !keep) layout_cached++;
+    return e;
 }
 
 /* ------------------------------------------------------------- predict */
@@ -151,6 +277,32 @@ void plan_predict(const train_opts *base, int ranks, int per_node, const mf_cali
     c->ok = false;
     c->peak = 0;
     memset(&c->time, 0, sizeof c->time);
+    if (c->tp > 1) {   /* the SBP of every op along tp: the layout search */
+        int nodes = ranks / (per_node > 0 ? per_node : ranks), dp_nodes = nodes / c->pp > 1 ? nodes / c->pp : 1;
+        const layout_entry *e = layout_for(base, c->tp, c->dp, dp_nodes, cal, false);
+        snprintf(c->layout, sizeof c->layout, "%s", e->summary);
+        const bool fused = !strcmp(base->model, "gpt") || !strcmp(base->model, "vit");
+        if (fused && !e->megatron) {
+            snprintf(c->why, sizeof c->why, "the layout search chose %.150s; this model's tensor parallel runs "
+                     "Megatron-LM's layout only", e->summary[0] ? e->summary : "no split");
+            return;
+        }
+        if (!fused && !e->split) {
+            snprintf(c->why, sizeof c->why, "the layout search splits no layer over %d ranks: data parallel does "
+                     "the same with less", c->tp);
+            return;
+        }
+        if (!fused) {
+            size_t k = (size_t)snprintf(c->plan_json, sizeof c->plan_json,
+                                        "{\"mesh\": {\"names\": [\"dp\", \"tp\"], \"shape\": [-1, %d]}, "
+                                        "\"params\": [%s]", c->tp, e->rules);
+            if (c->zero && k < sizeof c->plan_json)
+                k += (size_t)snprintf(c->plan_json + k, sizeof c->plan_json - k, ", \"zero\": {\"stage\": %d}", c->zero);
+            if (c->recompute && k < sizeof c->plan_json)
+                k += (size_t)snprintf(c->plan_json + k, sizeof c->plan_json - k, ", \"recompute\": [\"%s\"]", c->recompute);
+            if (k < sizeof c->plan_json) snprintf(c->plan_json + k, sizeof c->plan_json - k, "}");
+        }
+    }
     /* the first rank of each stage (of the first, a middle and the last
      * one past 8 stages): the slowest stage sets the pace */
     for (int s = 0; s < c->pp; s++) {
@@ -175,7 +327,8 @@ static void describe(candidate *c)
     c->flags[0] = 0;
 #define ADD(...) (k += k < sizeof c->flags ? (size_t)snprintf(c->flags + k, sizeof c->flags - k, __VA_ARGS__) : 0)
     if (c->pp > 1) ADD("--pipeline-stages %d --micro-batches %d ", c->pp, c->micro_batches);
-    if (c->tp > 1) ADD("--tensor-parallel %d %s", c->tp, c->sp ? "--sequence-parallel " : "");
+    if (c->tp > 1 && !c->fused) ADD("(searched layout, tp %d) ", c->tp);
+    if (c->tp > 1 && c->fused) ADD("--tensor-parallel %d %s", c->tp, c->sp ? "--sequence-parallel " : "");
     if (c->zero) ADD("--zero %d ", c->zero);
     if (c->recompute) ADD("--recompute '%s' ", c->recompute);
 #undef ADD
@@ -192,7 +345,7 @@ candidate *plan_candidates(const train_opts *base, int ranks, int per_node, int 
         snprintf(err, len, "out of memory");
         return NULL;
     }
-    const bool tp_ok = !strcmp(base->model, "gpt") || !strcmp(base->model, "vit");
+    const bool fused = !strcmp(base->model, "gpt") || !strcmp(base->model, "vit");
     const char *rc = recompute_of(base->model);
     /* a GPT's heads bound tensor parallel and its layers the stages: the
      * plans past them are not even tried (the others say why they fail) */
@@ -203,9 +356,10 @@ candidate *plan_candidates(const train_opts *base, int ranks, int per_node, int 
         if (ranks % pp) continue;
         if (gpt && pp > gc.n_layer + 2) continue;
         for (int tp = 1; tp <= ranks / pp && tp <= per_node; tp *= 2) {
-            if ((ranks / pp) % tp || (tp > 1 && !tp_ok) || (gpt && gc.n_head % tp)) continue;
+            /* the MLP's and LeNet's tensor parallel is the layout search's plan: no pipeline beside it */
+            if ((ranks / pp) % tp || (tp > 1 && !fused && pp > 1) || (gpt && gc.n_head % tp)) continue;
             int dp = ranks / pp / tp;
-            for (int sp = 0; sp <= (tp > 1); sp++)
+            for (int sp = 0; sp <= (tp > 1 && fused); sp++)
                 for (int zero = 0; zero <= (dp > 1 ? (pp > 1 ? 1 : 3) : 0); zero++)
                     for (int r = 0; r <= (rc != NULL); r++)
                         for (int m = pp > 1 ? pp : 0; m <= (pp > 1 ? 2 * pp : 0); m = m ? m * 2 : 1) {
@@ -214,7 +368,7 @@ candidate *plan_candidates(const train_opts *base, int ranks, int per_node, int 
                             if (m && (base->batch_size % dp || (base->batch_size / dp) % m)) continue;
                             candidate *k = &c[(*n)++];
                             *k = (candidate){.dp = dp, .tp = tp, .pp = pp, .zero = zero, .sp = sp,
-                                             .micro_batches = m, .recompute = r ? rc : NULL};
+                                             .micro_batches = m, .recompute = r ? rc : NULL, .fused = fused};
                             describe(k);
                             if (!m) break;
                         }
@@ -257,7 +411,8 @@ int plan_write_best(const train_opts *base, const candidate *c, int ranks, const
     if (st == MF_OK) st = mf_set_default_device(MF_DEV_META);
     if (st == MF_OK && !strcmp(o.model, "gpt")) st = gpt_config(&o, &gc, err, sizeof err);
     if (st == MF_OK) m = !strcmp(o.model, "gpt") ? mf_model_gpt(&gc) : mf_model_create(o.model, 1, 28, 28, 10);
-    mf_plan *plan = m ? plan_of_flags(&o, m, ranks, err, sizeof err) : NULL;
+    mf_plan *plan = !m ? NULL : c->plan_json[0] ? mf_plan_parse(c->plan_json, strlen(c->plan_json), "the searched plan")
+                                                : plan_of_flags(&o, m, ranks, err, sizeof err);
     FILE *f = plan ? fopen(path, "w") : NULL;
     bool ok = f && mf_plan_write(plan, f) == MF_OK;
     if (f && fclose(f) != 0) ok = false;
@@ -265,7 +420,8 @@ int plan_write_best(const train_opts *base, const candidate *c, int ranks, const
         fprintf(stderr, "mpiflow-plan: error: --write %s: %s\n", path, !plan ? (err[0] ? err : mf_last_error())
                                                                               : "cannot write the file");
     else
-        printf("wrote %s: mpiflow-train --plan %s runs it (the same as %s)\n", path, path, c->flags);
+        printf("wrote %s: mpiflow-train --plan %s runs it%s%s%s\n", path, path, c->plan_json[0] ? "" : " (the same as ",
+               c->plan_json[0] ? "" : c->flags, c->plan_json[0] ? "" : ")");
     mf_plan_destroy(plan);
     mf_module_destroy(m);
     mf_set_default_device(MF_DEV_CPU);
@@ -352,8 +508,8 @@ int plan_search_main(const search_opts *so)
     int code = 0;
     if (so->tsv) {   /* for scripts: every plan, in rank order */
         for (int i = 0; i < n; i++)
-            printf("%s\t%d\t%d\t%d\t%d\t%.6g\t%lld\n", c[i].flags, c[i].dp, c[i].tp, c[i].pp, c[i].ok,
-                   c[i].ok ? c[i].time.step : 0.0, (long long)c[i].peak);
+            printf("%s\t%d\t%d\t%d\t%d\t%.6g\t%lld\t%s\n", c[i].flags, c[i].dp, c[i].tp, c[i].pp, c[i].ok,
+                   c[i].ok ? c[i].time.step : 0.0, (long long)c[i].peak, c[i].plan_json);
         free(c);
         mf_calibration_destroy(cal);
         return 0;
@@ -399,6 +555,16 @@ int plan_search_main(const search_opts *so)
             printf(" (a pipeline bubble of %.1f ms)", c[1].time.bubble * 1e3);
         printf("\n");
     }
+    for (int i = 0; i < n && code == 0; i++)   /* the best tensor-parallel plan's layout */
+        if (c[i].ok && c[i].tp > 1 && c[i].layout[0]) {
+            printf("layout search, tensor parallel %d (%s): %s\n", c[i].tp, c[i].flags, c[i].layout);
+            if (so->explain) {
+                int nodes = ranks / per_node, dpn = nodes / c[i].pp > 1 ? nodes / c[i].pp : 1;
+                layout_for(&so->base, c[i].tp, c[i].dp, dpn, cal, true);
+                if (layout_last) mf_layout_print(layout_last, stdout);
+            }
+            break;
+        }
     if (code == 0 && so->explain) {   /* the best again, entry by entry */
         candidate e = c[0];
         e.explain = true;
@@ -407,6 +573,8 @@ int plan_search_main(const search_opts *so)
     if (code == 0 && so->write) code = plan_write_best(&so->base, &c[0], ranks, so->write);
     free(c);
     mf_calibration_destroy(cal);
+    mf_layout_destroy(layout_last);
+    layout_last = NULL;
     return code;
 }
 

@@ -23,7 +23,7 @@ typedef struct search_opts {
 typedef struct candidate {
     char flags[192];            /* as mpiflow-train takes them ("" for plain data parallel) */
     int dp, tp, pp, zero, micro_batches;
-    bool sp;
+    bool sp, fused;             /* fused: the model's tensor parallel is its flag's (the GPT, the ViT) */
     const char *recompute;      /* NULL: none */
     bool ok;                    /* it can run (why not, otherwise) */
     char why[256];
@@ -32,6 +32,8 @@ typedef struct candidate {
     int64_t params, grads, optim, other;   /* that rank's parts of it */
     double comm_bytes;          /* its messages per step */
     bool explain;               /* plan_predict prints its first rank's step, entry by entry */
+    char layout[240];           /* tensor parallel: what the layout search chose, in words */
+    char plan_json[1024];       /* a plan no flag spells (the layout search's), or "" */
 } candidate;
 
 /* Predicts c on ranks in nodes of per_node with the calibration: c->ok,

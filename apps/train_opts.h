@@ -54,6 +54,7 @@ typedef struct train_opts {
     const char *recompute;            /* --recompute none|block|attn, NULL: none */
     bool shuffle;                     /* false: --no-shuffle, windows in order */
     const char *plan;                 /* --plan FILE.json or "auto", or NULL: the flags' plan */
+    const char *plan_text;            /* a plan as JSON text (a searched layout), before --plan and the flags */
     int64_t memory;                   /* --plan auto: bytes per rank (0: no limit) */
     const char *calibration;          /* --plan auto: a calibration file, or NULL: built-in */
     bool print_plan;                  /* --print-plan: print the plan and exit */

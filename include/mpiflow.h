@@ -26,5 +26,6 @@
 #include "mpiflow/plan.h"
 #include "mpiflow/graph.h"
 #include "mpiflow/predict.h"
+#include "mpiflow/layout.h"
 
 #endif

@@ -19,7 +19,7 @@ lib_libmf_core_la_SOURCES = \
 	lib/io/idx.c lib/io/zfile.c lib/io/dataset.c lib/io/tokens.c lib/io/safetensors.c lib/io/loader.c lib/io/h5util.c lib/io/ckpt.c lib/io/ckpt_load.c lib/io/ckpt_layout.c lib/io/ckpt_check.c lib/io/ckpt_file.c \
 	lib/global/placement.c lib/global/sbp.c lib/global/gtensor.c lib/global/boxing.c \
 	lib/global/signature.c lib/global/apply.c lib/global/inplace.c lib/global/grad_state.c lib/global/regather.c \
-	lib/plan/plan.c lib/plan/plan_json.c lib/plan/plan_apply.c lib/plan/calibration.c lib/plan/calibrate.c lib/plan/predict.c \
+	lib/plan/plan.c lib/plan/plan_json.c lib/plan/plan_apply.c lib/plan/calibration.c lib/plan/calibrate.c lib/plan/predict.c lib/plan/layout.c \
 	lib/graph/cost.c lib/graph/meta.c lib/graph/graph.c lib/graph/sim.c
 libmpiflow_la_LIBADD += lib/libmf_core.la
 noinst_HEADERS += lib/internal.h lib/nn/nn_internal.h \
@@ -29,4 +29,4 @@ mpiflowinc_HEADERS += include/mpiflow/status.h include/mpiflow/runtime.h include
 	include/mpiflow/ops.h include/mpiflow/autograd.h include/mpiflow/nn.h include/mpiflow/optim.h \
 	include/mpiflow/data.h include/mpiflow/models.h \
 	include/mpiflow/global.h include/mpiflow/ckpt.h include/mpiflow/coll.h include/mpiflow/trace.h \
-	include/mpiflow/pipeline.h include/mpiflow/plan.h include/mpiflow/graph.h include/mpiflow/predict.h
+	include/mpiflow/pipeline.h include/mpiflow/plan.h include/mpiflow/graph.h include/mpiflow/predict.h include/mpiflow/layout.h

@@ -169,7 +169,18 @@ double mf_calibration_rate(const mf_calibration *c, mf_prof_class cls, double wo
 
 double mf_calibration_overhead(const mf_calibration *c) { return c->overhead; }
 
+/* A larger message is never faster: a point above a later, larger one
+ * (a noisy measurement) counts as that one. */
+static double table_time_raw(const comm_table *t, double bytes);
 static double table_time(const comm_table *t, double bytes)
+{
+    double s = table_time_raw(t, bytes);
+    for (int i = 0; i < t->n; i++)
+        if (t->bytes[i] >= bytes && t->seconds[i] < s) s = t->seconds[i];
+    return s;
+}
+
+static double table_time_raw(const comm_table *t, double bytes)
 {
     if (t->n == 0) return 0;
     if (t->n == 1) return t->seconds[0] * bytes / t->bytes[0];
