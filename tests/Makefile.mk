@@ -6,7 +6,7 @@ TEST_SUITES = \
 	tests/test_shape tests/test_softmax tests/test_conv \
 	tests/test_norm tests/test_loss tests/test_autograd tests/test_optim \
 	tests/test_nn tests/test_data tests/test_runtime tests/test_global tests/test_global_ops tests/test_coll \
-	tests/test_grad_sync tests/test_pipeline tests/test_pipe_exec tests/test_cuda tests/test_autocast tests/test_base tests/test_attention tests/test_tokens tests/test_gpt tests/test_safetensors tests/test_cpu_engine tests/test_plan tests/test_graph
+	tests/test_grad_sync tests/test_pipeline tests/test_pipe_exec tests/test_cuda tests/test_autocast tests/test_base tests/test_attention tests/test_tokens tests/test_gpt tests/test_safetensors tests/test_cpu_engine tests/test_plan tests/test_graph tests/test_layout
 check_PROGRAMS += $(TEST_SUITES)
 check_LTLIBRARIES = tests/libmftest.la
 tests_libmftest_la_SOURCES = tests/test_util.c tests/test_util.h
