@@ -272,6 +272,20 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
     return st;
 }
 
+/* the first rank of each stage (of the first, a middle and the last one
+ * past 8 stages): the slowest stage sets the pace */
+static mf_status simulate_stages(const train_opts *base, candidate *c, int ranks, int per_node,
+                                 const mf_calibration *cal)
+{
+    for (int s = 0; s < c->pp; s++) {
+        if (c->pp > 8 && s != 0 && s != c->pp / 2 && s != c->pp - 1) continue;
+        mf_status st = simulate_rank(base, c, ranks, per_node, s * (ranks / c->pp), cal, c, c->why, sizeof c->why,
+                                     c->explain && s == 0);
+        if (st != MF_OK) return st;
+    }
+    return MF_OK;
+}
+
 void plan_predict(const train_opts *base, int ranks, int per_node, const mf_calibration *cal, candidate *c)
 {
     c->ok = false;
@@ -303,13 +317,38 @@ void plan_predict(const train_opts *base, int ranks, int per_node, const mf_cali
             if (k < sizeof c->plan_json) snprintf(c->plan_json + k, sizeof c->plan_json - k, "}");
         }
     }
-    /* the first rank of each stage (of the first, a middle and the last
-     * one past 8 stages): the slowest stage sets the pace */
-    for (int s = 0; s < c->pp; s++) {
-        if (c->pp > 8 && s != 0 && s != c->pp / 2 && s != c->pp - 1) continue;
-        if (simulate_rank(base, c, ranks, per_node, s * (ranks / c->pp), cal, c, c->why, sizeof c->why,
-                          c->explain && s == 0) != MF_OK)
+    /* A GPT's blocks are alike: its step with one block per stage and
+     * with two gives the cost of a block, and the full depth is the first
+     * plus the rest at that cost (doc/planning.md, "Repeated blocks").
+     * --explain, and shallow models, simulate every block. */
+    mf_gpt_config gc;
+    char err[256];
+    const int L = !strcmp(base->model, "gpt") && gpt_config(base, &gc, err, sizeof err) == MF_OK ? gc.n_layer : 0;
+    if (L && !c->explain && L % c->pp == 0 && L / c->pp >= 4) {
+        candidate one = *c, two = *c;
+        train_opts o1 = *base, o2 = *base;
+        o1.n_layer = c->pp;
+        o2.n_layer = 2 * c->pp;
+        if (simulate_stages(&o1, &one, ranks, per_node, cal) != MF_OK ||
+            simulate_stages(&o2, &two, ranks, per_node, cal) != MF_OK) {
+            snprintf(c->why, sizeof c->why, "%s", one.why[0] ? one.why : two.why);
             return;
+        }
+        const double k = L / c->pp - 1;
+#define LIN(f) (one.f + (two.f - one.f) * k)
+        c->time.compute = LIN(time.compute);
+        c->time.comm = LIN(time.comm);
+        c->time.exposed_comm = LIN(time.exposed_comm);
+        c->time.step = c->time.compute + c->time.exposed_comm;
+        c->peak = (int64_t)LIN(peak);
+        c->params = (int64_t)LIN(params);
+        c->grads = (int64_t)LIN(grads);
+        c->optim = (int64_t)LIN(optim);
+        c->other = c->peak - c->params - c->grads - c->optim;
+        c->comm_bytes = LIN(comm_bytes);
+#undef LIN
+    } else if (simulate_stages(base, c, ranks, per_node, cal) != MF_OK) {
+        return;
     }
     if (c->pp > 1) mf_predict_pipeline(&c->time, c->pp, c->micro_batches);
     c->ok = true;

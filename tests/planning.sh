@@ -36,17 +36,23 @@ check_memory() {
     "$PLAN" "$@" --ranks "$np" --tsv >"$T/all" 2>"$T/grid.err" || { cat "$T/grid.err"; fail "mpiflow-plan --tsv: exit $?"; }
     awk -v k="$every" '(NR - 1) % k == 0' "$T/all" >"$T/grid"
     n=0
-    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak <&3; do
+    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak json <&3; do
         [ "$ok" = 1 ] || continue
+        label=$flags
         case $flags in "("*) flags="" ;; esac
         # shellcheck disable=SC2086
         eval "set -- $flags"
+        # a searched layout no flag spells: its plan file
+        if [ -n "$json" ]; then
+            printf '%s\n' "$json" >"$T/searched.json"
+            set -- --plan "$T/searched.json"
+        fi
         run_train "$np" "$@" $RUNFLAGS --steps 3 --no-eval --log-every 3 --seed 5 </dev/null
         [ "$rc" -eq 0 ] || fail "mpiflow-train $flags on $np ranks: exit $rc"
         got=$(final_field peak_mib)
         awk -v p="$peak" -v g="$got" 'BEGIN { p /= 1048576; d = (g - p) / p; exit !(d < 0.05 && d > -0.05) }' ||
-            fail "$flags on $np ranks: predicted $peak bytes, measured $got MiB"
-        echo "ok: $flags (${dp}x${tp}x${pp}) on $np ranks: predicted $(awk -v p="$peak" 'BEGIN { printf "%.3f", p / 1048576 }') MiB, measured $got MiB"
+            fail "$label on $np ranks: predicted $peak bytes, measured $got MiB"
+        echo "ok: $label (${dp}x${tp}x${pp}) on $np ranks: predicted $(awk -v p="$peak" 'BEGIN { printf "%.3f", p / 1048576 }') MiB, measured $got MiB"
         n=$((n + 1))
     done 3<"$T/grid"
     [ "$n" -ge 3 ] || fail "only $n plans ran for $RUNFLAGS on $np ranks"

@@ -246,6 +246,7 @@ typedef struct pending {
     mfi_p2p *sends, *recvs;
     mfi_box *rboxes;
     int nsend, nrecv;
+    bool nodata;     /* meta tensors in a simulated world: the calls, not the bytes */
     mfi_xreq *x;
 } pending;
 
@@ -273,7 +274,10 @@ static mf_status general_post(const box_attrs *a, const mf_nd_sbp *cur, const mf
     memset(pd, 0, sizeof *pd);
     pd->nd = nd;
     pd->es = es;
-    bool in_src = S->index >= 0 && t, in_dst = D->index >= 0;
+    /* on the meta device nothing reads the bytes: the messages are posted
+     * (the simulated world counts them) without packing or placing data */
+    pd->nodata = S->dev == MF_DEV_META;
+    bool in_src = S->index >= 0 && (t || pd->nodata), in_dst = D->index >= 0;
     mfi_box sb;
     if (in_src) mfi_region(&a->gm, cur, S, S->coord, &sb);
     if (in_dst) mfi_region(&a->gm, tgt, D, D->coord, &pd->mine);
@@ -291,12 +295,18 @@ static mf_status general_post(const box_attrs *a, const mf_nd_sbp *cur, const mf
             split_dims[ns++] = e;
             nsplit *= S->mesh[e];
         }
+    /* this rank's own split coordinates: the only source pieces it sends
+     * from are those with them, so a receiver that is not this rank is
+     * served (by this rank) for one q at most; on many ranks that keeps
+     * the loop linear in their count */
+    int q_mine = 0;
+    for (int i = 0; in_src && i < ns; i++) q_mine = q_mine * S->mesh[split_dims[i]] + S->coord[split_dims[i]];
     for (int r = 0; r < D->n; r++) {
+        const bool recv_r = in_dst && r == D->index;
+        if (!recv_r && !in_src) continue;
         mfi_box rb;
-        int rc[MF_MAX_MESH];
-        mfi_placement_coords(D, r, rc);
-        mfi_region(&a->gm, tgt, D, rc, &rb);
-        for (int q = 0; q < nsplit; q++) {
+        bool rb_done = false;
+        for (int q = recv_r ? 0 : q_mine; q < (recv_r ? nsplit : q_mine + 1); q++) {
             int split[MF_MAX_MESH] = {0}, sc[MF_MAX_MESH], rem = q;
             for (int i = ns - 1; i >= 0; i--) {
                 split[split_dims[i]] = rem % S->mesh[split_dims[i]];
@@ -304,18 +314,25 @@ static mf_status general_post(const box_attrs *a, const mf_nd_sbp *cur, const mf
             }
             source_coords(a, cur, r, split, sc);
             int s = mfi_placement_index_of(S, sc);
+            bool i_send = in_src && s == S->index, i_recv = recv_r;
+            if (!i_send && !i_recv) continue;
+            if (!rb_done) {
+                int rc[MF_MAX_MESH];
+                mfi_placement_coords(D, r, rc);
+                mfi_region(&a->gm, tgt, D, rc, &rb);
+                rb_done = true;
+            }
             mfi_box xb, ib;
             mfi_region(&a->gm, cur, S, sc, &xb);
             if (!intersect(&xb, &rb, nd, &ib)) continue;
-            bool i_send = in_src && s == S->index, i_recv = in_dst && r == D->index;
-            if (!i_send && !i_recv) continue;
             int64_t n = prod(ib.count, 0, nd), so[MF_MAX_DIMS], doff[MF_MAX_DIMS], zero[MF_MAX_DIMS] = {0};
             for (int i = 0; i < nd; i++) {
                 so[i] = ib.start[i] - sb.start[i];
                 doff[i] = ib.start[i] - pd->mine.start[i];
             }
             if (i_send && i_recv) {    /* to myself */
-                copy_block(mf_tensor_data(t), sb.count, so, mf_tensor_data(pd->o), pd->mine.count, doff, ib.count, nd,
+                if (!pd->nodata)
+                    copy_block(mf_tensor_data(t), sb.count, so, mf_tensor_data(pd->o), pd->mine.count, doff, ib.count, nd,
                            es);
                 continue;
             }
@@ -332,7 +349,7 @@ static mf_status general_post(const box_attrs *a, const mf_nd_sbp *cur, const mf
             void *buf = malloc((size_t)n * es + 1);
             if (!buf) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
             if (i_send) {
-                copy_block(mf_tensor_data(t), sb.count, so, buf, ib.count, zero, ib.count, nd, es);
+                if (!pd->nodata) copy_block(mf_tensor_data(t), sb.count, so, buf, ib.count, zero, ib.count, nd, es);
                 pd->sends[pd->nsend++] = (mfi_p2p){D->ranks[r], buf, n};
             } else {
                 pd->rboxes[pd->nrecv] = ib;
@@ -354,7 +371,7 @@ static mf_status general_finish(pending *pd, mf_tensor **out)
     *out = NULL;
     mf_status st = mfi_exchange_wait(pd->x);
     pd->x = NULL;
-    for (int i = 0; st == MF_OK && i < pd->nrecv; i++) {
+    for (int i = 0; st == MF_OK && !pd->nodata && i < pd->nrecv; i++) {
         int64_t doff[MF_MAX_DIMS], zero[MF_MAX_DIMS] = {0};
         for (int k = 0; k < pd->nd; k++) doff[k] = pd->rboxes[i].start[k] - pd->mine.start[k];
         copy_block(pd->recvs[i].buf, pd->rboxes[i].count, zero, mf_tensor_data(pd->o), pd->mine.count, doff,
@@ -574,8 +591,9 @@ mf_status mfi_transfer_start(mf_tensor *t, const mf_placement *p, const mf_nd_sb
     if (g->placement->index >= 0 || p->index >= 0) {
         /* packed from host memory; mf_transfer_finish's wrap moves the
          * result to the destination's device */
-        mf_tensor *h = g->local ? mfi_on_device(g->local, MF_DEV_CPU) : NULL;
-        if (g->local && !h) st = mf_last_status();
+        const bool meta = g->placement->dev == MF_DEV_META;   /* no bytes to pack (general_post) */
+        mf_tensor *h = g->local && !meta ? mfi_on_device(g->local, MF_DEV_CPU) : NULL;
+        if (g->local && !meta && !h) st = mf_last_status();
         int prev = mfi_device_push(MF_DEV_CPU);
         if (st == MF_OK) st = general_post(&a, &g->sbp, &to, h, mfi_comm_pipe(), 11, &x->pd);
         mfi_device_pop(prev);
