@@ -365,6 +365,8 @@ static int calibrate(int argc, char **argv)
             if (mf_world_size() > 1)
                 printf("  %-32s %8.1f us\n", "allreduce of 1 MiB, all ranks",
                        mf_calibration_comm_time(c, MF_COMM_ALLREDUCE, 1 << 20, mf_world_size(), mf_node_count()) * 1e6);
+            if (mf_world_size() > 1)
+                printf("  %-32s %8.0f %%\n", "non-blocking comm. compute hides", mf_calibration_overlap(c) * 100);
             printf("wrote %s in %.1f s; mpiflow-plan --calibration %s predicts with it\n", path, mf_time() - t0, path);
         }
     }

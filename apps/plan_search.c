@@ -296,11 +296,9 @@ void plan_predict(const train_opts *base, int ranks, int per_node, const mf_cali
         const layout_entry *e = layout_for(base, c->tp, c->dp, dp_nodes, cal, false);
         snprintf(c->layout, sizeof c->layout, "%s", e->summary);
         const bool fused = !strcmp(base->model, "gpt") || !strcmp(base->model, "vit");
-        if (fused && !e->megatron) {
-            snprintf(c->why, sizeof c->why, "the layout search chose %.150s; this model's tensor parallel runs "
-                     "Megatron-LM's layout only", e->summary[0] ? e->summary : "no split");
-            return;
-        }
+        if (fused && !e->megatron)   /* still a plan: the flags run Megatron-LM's layout, simulated as it runs */
+            snprintf(c->layout, sizeof c->layout, "the search prefers %.120s to Megatron-LM's layout at this size",
+                     e->summary[0] ? e->summary : "no split");
         if (!fused && !e->split) {
             snprintf(c->why, sizeof c->why, "the layout search splits no layer over %d ranks: data parallel does "
                      "the same with less", c->tp);

@@ -23,7 +23,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/mf_plan.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 MPIEXEC=${MPIEXEC:-mpiexec}
 
-echo "# bench/run_plan.sh $np $steps $rounds: $(date -u +%Y-%m-%d), $(nproc) core(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+echo "# bench/run_plan.sh $np $steps $rounds: $(date -u +%Y-%m-%d), $(nproc --all) core(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 "$MPIEXEC" -n "$np" ./mpiflow-bench calibrate --out "$T/cal.txt" | sed 's/^/# /'
 
 bench_model() {   # bench_model NAME FLAGS...

@@ -100,6 +100,11 @@ expect_bad "an unknown model" "is not one of mlp" "$PLAN" --model nosuch --ranks
 expect_bad "an unknown preset" "unknown GPT preset" "$PLAN" --model gpt --preset nosuch --ranks 4
 printf 'rate gemm x 5\n' >"$T/bad_cal.txt"
 expect_bad "a damaged calibration" "bad_cal.txt:1: expected 'rate" "$PLAN" $M --ranks 4 --calibration "$T/bad_cal.txt"
+printf 'overhead 2e-6\noverlap 1.5\n' >"$T/bad_overlap.txt"
+expect_bad "an overlap past 1" "bad_overlap.txt:2: the overlap must be a fraction from 0 to 1" "$PLAN" $M --ranks 4 \
+    --calibration "$T/bad_overlap.txt"
+# the measured calibration says how much communication compute hides
+grep -q '^overlap [0-9.e-]*$' "$T/cal.txt" || fail "the measured calibration has no overlap line"
 printf 'allreduce 4 1 0 nosuch\n' >"$T/bad_tuning.txt"
 expect_bad "a damaged tuning file" "tuning" "$PLAN" $M --ranks 4 --tuning "$T/bad_tuning.txt"
 expect_bad "a bad --memory" "is not a size\|expected a size" "$PLAN" $M --ranks 4 --memory lots

@@ -49,6 +49,10 @@ MF_API const char *mf_calibration_source(const mf_calibration *c);
 MF_API double mf_calibration_rate(const mf_calibration *c, mf_prof_class cls, double work);
 /* A kernel call's fixed seconds (its launch, its threads' start). */
 MF_API double mf_calibration_overhead(const mf_calibration *c);
+/* The fraction of a non-blocking collective's time that compute running
+ * beside it hides (1: all of it; less where ranks share cores with the
+ * progress threads). */
+MF_API double mf_calibration_overlap(const mf_calibration *c);
 /* The seconds of one collective of `bytes` (the message, as the tally
  * counts it) over `ranks` ranks on `nodes` nodes. */
 MF_API double mf_calibration_comm_time(const mf_calibration *c, mf_comm_kind kind, int64_t bytes, int ranks,

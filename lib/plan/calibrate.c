@@ -22,8 +22,8 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Every rank makes the same calls (collectives are measured too): the
- * count of calls follows rank 0's times; the fastest of five rounds, a
- * collective's time when nothing else holds the ranks back. */
+ * count of calls follows rank 0's times; the mean of five rounds, what a
+ * step's many calls add up to where ranks wait for the scheduler. */
 static mf_status time_calls(bench_fn fn, void *u, double min_s, double *per_call)
 {
     double t[5];
@@ -47,8 +47,7 @@ static mf_status time_calls(bench_fn fn, void *u, double min_s, double *per_call
         mf_synchronize();
         t[r] = (mf_time() - t0) / reps;
     }
-    qsort(t, 5, sizeof *t, cmp_double);
-    *per_call = t[0];
+    *per_call = (t[0] + t[1] + t[2] + t[3] + t[4]) / 5;
     return MF_OK;
 }
 
@@ -154,6 +153,7 @@ static mf_status measure_op(mf_calibration *c, bench_fn fn, op_args *a, mf_prof_
 void mfi_calibration_add_rate(mf_calibration *c, mf_prof_class cls, double work, double rate);
 void mfi_calibration_add_comm(mf_calibration *c, mf_comm_kind kind, int ranks, int nodes, double bytes, double s);
 void mfi_calibration_set(mf_calibration *c, const char *source, double overhead);
+void mfi_calibration_set_overlap(mf_calibration *c, double overlap);
 mf_calibration *mfi_calibration_empty(void);
 
 static mf_status measure_compute(mf_calibration *c, bool quick)
@@ -275,6 +275,62 @@ static mf_status measure_comms(mf_calibration *c, bool quick)
     return st;
 }
 
+/* How much of a non-blocking allreduce compute hides: the allreduce
+ * alone (t_m), matrix products alone for about as long (t_c), and both,
+ * the products run while the allreduce is in flight (t_b). Hidden:
+ * (t_c + t_m - t_b) / min(t_c, t_m), rank 0's, the mean of five rounds
+ * each. */
+typedef struct overlap_args {
+    float *buf;
+    int64_t count;
+    int reps;
+    op_args mm;
+    bool comm, compute;
+} overlap_args;
+
+static mf_status run_overlap(void *u)
+{
+    overlap_args *a = u;
+    mfi_request *r = NULL;
+    if (a->comm) MF_TRY(mfi_iallreduce(mfi_comm_world(), a->buf, a->count, MF_F32, MF_COLL_AUTO, &r));
+    mf_status st = MF_OK;
+    for (int i = 0; a->compute && i < a->reps && st == MF_OK; i++) st = run_matmul(&a->mm);
+    mf_synchronize();
+    mf_status w = r ? mfi_wait(r) : MF_OK;
+    return st != MF_OK ? st : w;
+}
+
+static mf_status measure_overlap(mf_calibration *c, bool quick)
+{
+    overlap_args a = {.count = (quick ? 1 << 18 : 1 << 20), .reps = 1};
+    a.buf = calloc((size_t)a.count, sizeof *a.buf);
+    a.mm = (op_args){.a = mf_randn(MF_F32, 2, (int64_t[]){256, 256}), .b = mf_randn(MF_F32, 2, (int64_t[]){256, 256})};
+    mf_status st = a.buf && a.mm.a && a.mm.b ? MF_OK : mfi_error(MF_ERR_NOMEM, "calibration: out of memory");
+    double t_m = 0, t_c = 0, t_b = 0, one = 0;
+    a.comm = true;
+    if (st == MF_OK) st = time_calls(run_overlap, &a, 0.01, &t_m);
+    a.comm = false;
+    a.compute = true;
+    if (st == MF_OK) st = time_calls(run_overlap, &a, 0.01, &one);
+    if (st == MF_OK) {   /* as many products as the allreduce takes, rank 0's count */
+        double reps = one > 0 ? t_m / one : 1;
+        a.reps = reps < 1 ? 1 : reps > 1e5 ? 100000 : (int)reps;
+        st = mfi_bcast(mfi_comm_world(), &a.reps, 1, MF_I32, 0);
+    }
+    if (st == MF_OK) st = time_calls(run_overlap, &a, 0.01, &t_c);
+    a.comm = true;
+    if (st == MF_OK) st = time_calls(run_overlap, &a, 0.01, &t_b);
+    if (st == MF_OK) {
+        double lo = t_c < t_m ? t_c : t_m, ov = lo > 0 ? (t_c + t_m - t_b) / lo : 1;
+        MF_TRY_OUT(mfi_bcast(mfi_comm_world(), &ov, 1, MF_F64, 0));
+        mfi_calibration_set_overlap(c, ov);
+    }
+out:
+    free(a.buf);
+    free_args(&a.mm);
+    return st;
+}
+
 mf_calibration *mf_calibration_measure(bool quick)
 {
     mf_calibration *c = mfi_calibration_empty();   /* only what is measured */
@@ -285,6 +341,7 @@ mf_calibration *mf_calibration_measure(bool quick)
     mfi_calibration_set(c, src, -1);
     mf_status st = measure_compute(c, quick);
     if (st == MF_OK && mf_world_size() > 1) st = measure_comms(c, quick);
+    if (st == MF_OK && mf_world_size() > 1) st = measure_overlap(c, quick);
     if (mf_agree(st) != MF_OK) {
         mf_calibration_destroy(c);
         return NULL;

@@ -7,6 +7,8 @@
  *   rate gemm|conv|attention WORK RATE    FLOPs per kernel call, FLOP/s
  *   rate memory BYTES RATE                bytes per kernel call, bytes/s
  *   overhead SECONDS                      a kernel call's fixed cost
+ *   overlap FRACTION                      how much of a non-blocking collective's time
+ *                                         compute hides (0 to 1)
  *   comm KIND RANKS NODES BYTES SECONDS   one collective's time
  * A curve's points are kept sorted by work; between points the rate is
  * interpolated in log(work), beyond them held at the end point. A
@@ -41,6 +43,7 @@ struct mf_calibration {
     char source[256];
     curve curves[NCURVES];
     double overhead;
+    double overlap;
     comm_table *comms;
     int ncomms;
 };
@@ -106,6 +109,7 @@ mf_calibration *mf_calibration_default(void)
     curve_add(&c->curves[3], 1e4, 2e9);
     curve_add(&c->curves[3], 1e8, 8e9);
     c->overhead = 2e-6;
+    c->overlap = 1;   /* a progress thread on a core of its own */
     /* one node's shared memory: 5 us and 4 GB/s a link */
     for (int n = 2; n <= 8; n *= 2)
         for (int k = 0; k <= MF_COMM_P2P; k++)
@@ -127,6 +131,11 @@ void mfi_calibration_add_comm(mf_calibration *c, mf_comm_kind kind, int ranks, i
     comm_add(c, kind, ranks, nodes, bytes, s);
 }
 
+void mfi_calibration_set_overlap(mf_calibration *c, double overlap)
+{
+    c->overlap = overlap < 0 ? 0 : overlap > 1 ? 1 : overlap;
+}
+
 void mfi_calibration_set(mf_calibration *c, const char *source, double overhead)
 {
     if (source) snprintf(c->source, sizeof c->source, "%s", source);
@@ -137,6 +146,7 @@ mf_calibration *mfi_calibration_empty(void)
 {
     mf_calibration *c = calloc(1, sizeof *c);
     if (!c) mfi_error(MF_ERR_NOMEM, "calibration: out of memory");
+    else c->overlap = 1;   /* a file without the line: full overlap, as before it was measured */
     return c;
 }
 
@@ -168,6 +178,8 @@ double mf_calibration_rate(const mf_calibration *c, mf_prof_class cls, double wo
 }
 
 double mf_calibration_overhead(const mf_calibration *c) { return c->overhead; }
+
+double mf_calibration_overlap(const mf_calibration *c) { return c->overlap; }
 
 /* A larger message is never faster: a point above a later, larger one
  * (a noisy measurement) counts as that one. */
@@ -228,6 +240,7 @@ mf_status mf_calibration_write(const mf_calibration *c, FILE *f)
         for (int i = 0; i < c->curves[k].n; i++)
             fprintf(f, "rate %s %.6g %.6g\n", curve_names[k], c->curves[k].work[i], c->curves[k].rate[i]);
     fprintf(f, "overhead %.6g\n", c->overhead);
+    fprintf(f, "overlap %.4g\n", c->overlap);
     for (int t = 0; t < c->ncomms; t++)
         for (int i = 0; i < c->comms[t].n; i++)
             fprintf(f, "comm %s %d %d %.6g %.6g\n", mf_comm_kind_name(c->comms[t].kind), c->comms[t].ranks,
@@ -274,6 +287,15 @@ static mf_status parse_line(mf_calibration *c, char *line, const char *path, int
             MF_FAIL(MF_ERR_FORMAT, "%s:%d: the overhead must be a positive number of seconds", path, ln);
         return MF_OK;
     }
+    if (!strcmp(tok[0], "overlap") && n == 2) {
+        char *end;
+        errno = 0;
+        double v = strtod(tok[1], &end);
+        if (errno || *end || !(v >= 0 && v <= 1))
+            MF_FAIL(MF_ERR_FORMAT, "%s:%d: the overlap must be a fraction from 0 to 1", path, ln);
+        c->overlap = v;
+        return MF_OK;
+    }
     if (!strcmp(tok[0], "comm") && n == 6) {
         int ranks, nodes;
         for (int k = 0; k < MF_COMM_KINDS; k++)
@@ -286,7 +308,7 @@ static mf_status parse_line(mf_calibration *c, char *line, const char *path, int
         MF_FAIL(MF_ERR_FORMAT, "%s:%d: expected 'comm KIND RANKS NODES BYTES SECONDS' (KIND allreduce, "
                 "reduce-scatter, allgather, all-to-all, broadcast or point-to-point; positive numbers)", path, ln);
     }
-    MF_FAIL(MF_ERR_FORMAT, "%s:%d: '%s' is not a calibration line (source, rate, overhead or comm)", path, ln, tok[0]);
+    MF_FAIL(MF_ERR_FORMAT, "%s:%d: '%s' is not a calibration line (source, rate, overhead, overlap or comm)", path, ln, tok[0]);
 }
 
 mf_calibration *mf_calibration_load(const char *path)

@@ -6,8 +6,10 @@
  * and communication. A blocking call (boxing, a ZeRO gather made when
  * needed) stops compute for its time; a non-blocking one (a gradient
  * bucket, a ZeRO-3 prefetch) starts when issued, after the calls before
- * it, and runs beside the compute that follows; the optimizer's update
- * waits for all of them, as does the end of the step.
+ * it, and runs beside the compute that follows (the calibration's
+ * overlap is the part of it compute hides; the rest holds compute up);
+ * the optimizer's update waits for all of them, as does the end of the
+ * step.
  */
 #include "lib/internal.h"
 #include "mpiflow/predict.h"
@@ -45,8 +47,11 @@ mf_status mf_predict_step(const mf_graph *g, const mf_calibration *c, mf_step_ti
             double d = mf_calibration_comm_time(c, (mf_comm_kind)o->comm_kind, o->comm_bytes, o->comm_ranks,
                                                 o->comm_nodes);
             out->comm += d;
-            if (o->comm_async) {
-                comm_end = (comm_end > t ? comm_end : t) + d;
+            if (o->comm_async) {   /* the part compute cannot hide holds it up */
+                const double ov = mf_calibration_overlap(c);
+                comm_end = (comm_end > t ? comm_end : t) + ov * d;
+                t += (1 - ov) * d;
+                out->exposed_comm += (1 - ov) * d;
             } else {
                 t += d;
                 out->exposed_comm += d;
