@@ -101,7 +101,7 @@ expect_bad "an unknown preset" "unknown GPT preset" "$PLAN" --model gpt --preset
 printf 'rate gemm x 5\n' >"$T/bad_cal.txt"
 expect_bad "a damaged calibration" "bad_cal.txt:1: expected 'rate" "$PLAN" $M --ranks 4 --calibration "$T/bad_cal.txt"
 printf 'overhead 2e-6\noverlap 1.5\n' >"$T/bad_overlap.txt"
-expect_bad "an overlap past 1" "bad_overlap.txt:2: the overlap must be a fraction from 0 to 1" "$PLAN" $M --ranks 4 \
+expect_bad "an overlap past 1" "bad_overlap.txt:2: the overlap must be a fraction from -1 to 1" "$PLAN" $M --ranks 4 \
     --calibration "$T/bad_overlap.txt"
 # the measured calibration says how much communication compute hides
 grep -q '^overlap [0-9.e-]*$' "$T/cal.txt" || fail "the measured calibration has no overlap line"

@@ -50,8 +50,9 @@ MF_API double mf_calibration_rate(const mf_calibration *c, mf_prof_class cls, do
 /* A kernel call's fixed seconds (its launch, its threads' start). */
 MF_API double mf_calibration_overhead(const mf_calibration *c);
 /* The fraction of a non-blocking collective's time that compute running
- * beside it hides (1: all of it; less where ranks share cores with the
- * progress threads). */
+ * beside it hides: 1, all of it; 0, none; below 0, running both at once
+ * costs more than one after the other (ranks that share cores with their
+ * progress threads). From -1 to 1. */
 MF_API double mf_calibration_overlap(const mf_calibration *c);
 /* The seconds of one collective of `bytes` (the message, as the tally
  * counts it) over `ranks` ranks on `nodes` nodes. */

@@ -205,11 +205,26 @@ typedef struct coll_args {
     float *send, *recv;
     int64_t count;   /* elements of the message */
     int64_t *counts;
+    mfi_comm *across;   /* a second grouping of the ranks, called after comm (NULL: none) */
 } coll_args;
 
+static mf_status run_one(coll_args *a);
+
+/* a call on the group, then (a mesh's other dimension) one on the
+ * grouping across it: what a collective costs where every rank of a
+ * node is coupled to the others through one mesh dimension or another */
 static mf_status run_coll(void *u)
 {
     coll_args *a = u;
+    MF_TRY(run_one(a));
+    if (!a->across) return MF_OK;
+    coll_args b = *a;
+    b.comm = a->across;
+    return run_one(&b);
+}
+
+static mf_status run_one(coll_args *a)
+{
     int n = mfi_comm_size_of(a->comm), me = mfi_comm_rank_in(a->comm);
     switch (a->kind) {
     case MF_COMM_ALLREDUCE: return mfi_allreduce(a->comm, a->send, a->recv, a->count, MF_F32);
@@ -240,9 +255,14 @@ static mf_status measure_comms(mf_calibration *c, bool quick)
     memset(buf, 0, (size_t)top * 2 + 64);
     mf_status st = MF_OK;
     for (int k = 2; k <= size && st == MF_OK; k = k * 2 <= size || k == size ? k * 2 : size) {
-        mfi_comm *g = NULL;
+        mfi_comm *g = NULL, *across = NULL;
         st = mfi_comm_split(world, rank / k, rank, &g);
         if (st != MF_OK) break;
+        /* timed alternating with the grouping across it (rank % (size / k)):
+         * in a 2-D mesh every rank is coupled to the others through one
+         * dimension or the other, and where ranks share cores that costs
+         * each call a wait for its peers to be scheduled */
+        if (k < size && st == MF_OK) st = mfi_comm_split(world, rank % (size / k), rank, &across);
         int n = mfi_comm_size_of(g);
         /* the nodes the group spans */
         int node = mf_node_id(), *nodes = calloc((size_t)n, sizeof *nodes), nn = 0;
@@ -259,15 +279,17 @@ static mf_status measure_comms(mf_calibration *c, bool quick)
         for (int kind = 0; kind <= MF_COMM_P2P && st == MF_OK; kind++) {
             if (kind == MF_COMM_ALLTOALL || kind == MF_COMM_BCAST) continue;
             for (int64_t bytes = 4096; bytes <= top && st == MF_OK; bytes *= quick ? 16 : 4) {
-                coll_args a = {.comm = g, .kind = (mf_comm_kind)kind, .send = buf, .recv = buf + top / 4, .count = bytes / 4, .counts = counts};
+                coll_args a = {.comm = g, .kind = (mf_comm_kind)kind, .send = buf, .recv = buf + top / 4, .count = bytes / 4, .counts = counts, .across = across};
                 for (int i = 0; i < n; i++) counts[i] = bytes / 4 / n;
                 int64_t msg = kind == MF_COMM_REDUCE_SCATTER || kind == MF_COMM_ALLGATHER ? counts[0] * n * 4 : bytes;
                 double s;
                 st = time_calls(run_coll, &a, min_s, &s);
+                if (across) s /= 2;
                 if (st == MF_OK) mfi_calibration_add_comm(c, (mf_comm_kind)kind, n, nn, (double)msg, s);
             }
         }
         mfi_comm_free(g);
+        if (across) mfi_comm_free(across);
         if (k == size) break;
     }
     free(buf);
@@ -279,7 +301,8 @@ static mf_status measure_comms(mf_calibration *c, bool quick)
  * alone (t_m), matrix products alone for about as long (t_c), and both,
  * the products run while the allreduce is in flight (t_b). Hidden:
  * (t_c + t_m - t_b) / min(t_c, t_m), rank 0's, the mean of five rounds
- * each. */
+ * each; below 0 where running both at once costs more than one after the
+ * other (ranks that share cores with their progress threads). */
 typedef struct overlap_args {
     float *buf;
     int64_t count;
@@ -302,24 +325,25 @@ static mf_status run_overlap(void *u)
 
 static mf_status measure_overlap(mf_calibration *c, bool quick)
 {
+    const double min_s = quick ? 0.01 : 0.05;
     overlap_args a = {.count = (quick ? 1 << 18 : 1 << 20), .reps = 1};
     a.buf = calloc((size_t)a.count, sizeof *a.buf);
     a.mm = (op_args){.a = mf_randn(MF_F32, 2, (int64_t[]){256, 256}), .b = mf_randn(MF_F32, 2, (int64_t[]){256, 256})};
     mf_status st = a.buf && a.mm.a && a.mm.b ? MF_OK : mfi_error(MF_ERR_NOMEM, "calibration: out of memory");
     double t_m = 0, t_c = 0, t_b = 0, one = 0;
     a.comm = true;
-    if (st == MF_OK) st = time_calls(run_overlap, &a, 0.01, &t_m);
+    if (st == MF_OK) st = time_calls(run_overlap, &a, min_s, &t_m);
     a.comm = false;
     a.compute = true;
-    if (st == MF_OK) st = time_calls(run_overlap, &a, 0.01, &one);
+    if (st == MF_OK) st = time_calls(run_overlap, &a, min_s, &one);
     if (st == MF_OK) {   /* as many products as the allreduce takes, rank 0's count */
         double reps = one > 0 ? t_m / one : 1;
         a.reps = reps < 1 ? 1 : reps > 1e5 ? 100000 : (int)reps;
         st = mfi_bcast(mfi_comm_world(), &a.reps, 1, MF_I32, 0);
     }
-    if (st == MF_OK) st = time_calls(run_overlap, &a, 0.01, &t_c);
+    if (st == MF_OK) st = time_calls(run_overlap, &a, min_s, &t_c);
     a.comm = true;
-    if (st == MF_OK) st = time_calls(run_overlap, &a, 0.01, &t_b);
+    if (st == MF_OK) st = time_calls(run_overlap, &a, min_s, &t_b);
     if (st == MF_OK) {
         double lo = t_c < t_m ? t_c : t_m, ov = lo > 0 ? (t_c + t_m - t_b) / lo : 1;
         MF_TRY_OUT(mfi_bcast(mfi_comm_world(), &ov, 1, MF_F64, 0));

@@ -133,7 +133,7 @@ void mfi_calibration_add_comm(mf_calibration *c, mf_comm_kind kind, int ranks, i
 
 void mfi_calibration_set_overlap(mf_calibration *c, double overlap)
 {
-    c->overlap = overlap < 0 ? 0 : overlap > 1 ? 1 : overlap;
+    c->overlap = overlap < -1 ? -1 : overlap > 1 ? 1 : overlap;
 }
 
 void mfi_calibration_set(mf_calibration *c, const char *source, double overhead)
@@ -291,8 +291,8 @@ static mf_status parse_line(mf_calibration *c, char *line, const char *path, int
         char *end;
         errno = 0;
         double v = strtod(tok[1], &end);
-        if (errno || *end || !(v >= 0 && v <= 1))
-            MF_FAIL(MF_ERR_FORMAT, "%s:%d: the overlap must be a fraction from 0 to 1", path, ln);
+        if (errno || *end || !(v >= -1 && v <= 1))
+            MF_FAIL(MF_ERR_FORMAT, "%s:%d: the overlap must be a fraction from -1 to 1", path, ln);
         c->overlap = v;
         return MF_OK;
     }
