@@ -545,8 +545,9 @@ int plan_search_main(const search_opts *so)
     int code = 0;
     if (so->tsv) {   /* for scripts: every plan, in rank order */
         for (int i = 0; i < n; i++)
-            printf("%s\t%d\t%d\t%d\t%d\t%.6g\t%lld\t%s\n", c[i].flags, c[i].dp, c[i].tp, c[i].pp, c[i].ok,
-                   c[i].ok ? c[i].time.step : 0.0, (long long)c[i].peak, c[i].plan_json);
+            printf("%s\t%d\t%d\t%d\t%d\t%.6g\t%lld\t%lld\t%lld\t%lld\t%s\n", c[i].flags, c[i].dp, c[i].tp, c[i].pp,
+                   c[i].ok, c[i].ok ? c[i].time.step : 0.0, (long long)c[i].peak, (long long)c[i].params,
+                   (long long)c[i].grads, (long long)c[i].optim, c[i].plan_json);
         free(c);
         mf_calibration_destroy(cal);
         return 0;

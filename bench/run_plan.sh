@@ -36,7 +36,7 @@ bench_model() {   # bench_model NAME FLAGS...
     echo "## $name on $np ranks: $(wc -l <"$T/grid") plans, searched in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s"
     printf '%-64s %10s %10s %14s %6s %10s %10s %6s\n' plan pred_ms meas_ms spread meas/pred pred_MiB meas_MiB ratio
     : >"$T/measured"
-    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak json <&3; do
+    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak params grads optim json <&3; do
         [ "$ok" = 1 ] || continue
         f=$flags
         case $f in "("*) f="" ;; esac
@@ -78,6 +78,10 @@ bench_model() {   # bench_model NAME FLAGS...
         budget=$((dp * 9 / 10))
         ./mpiflow-plan "$@" --ranks "$np" --calibration "$T/cal.txt" --memory "$budget" --tsv >"$T/grid2"
         auto2=$(awk -F '\t' -v b="$budget" '$5 == 1 && $7 <= b { print $1; exit }' "$T/grid2")
+        if [ -z "$auto2" ]; then
+            printf 'budget %.3f MiB (below data parallel): no plan fits\n' "$(awk -v b="$budget" 'BEGIN { print b / 1048576 }')"
+            return
+        fi
         awk -F '\t' -v b="$budget" 'NR == FNR { if ($5 == 1 && $7 <= b) fit[$1] = 1; next } ($1 in fit)' "$T/grid2" "$T/measured" |
             sort -t "$(printf '\t')" -k2 -g | awk -F '\t' -v a="$auto2" -v b="$budget" '
             NR == 1 { best = $2; bf = $1 } $1 == a { place = NR; at = $2 }

@@ -36,7 +36,7 @@ check_memory() {
     "$PLAN" "$@" --ranks "$np" --tsv >"$T/all" 2>"$T/grid.err" || { cat "$T/grid.err"; fail "mpiflow-plan --tsv: exit $?"; }
     awk -v k="$every" '(NR - 1) % k == 0' "$T/all" >"$T/grid"
     n=0
-    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak json <&3; do
+    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak params grads optim json <&3; do
         [ "$ok" = 1 ] || continue
         label=$flags
         case $flags in "("*) flags="" ;; esac
@@ -59,6 +59,50 @@ check_memory() {
 }
 RUNFLAGS="$M" check_memory 2 1 $M
 RUNFLAGS="$G" check_memory 4 4 $G
+
+# ---- the memory model against bench_memory, scheme by scheme: the
+# parameters, gradients and optimizer state per rank that mpiflow-plan
+# predicts, against the bytes bench_memory measures on 2 real ranks
+# (printed in MiB to 0.1: within 5 % or 0.1 MiB)
+BM="$top_builddir/bench/bench_memory"
+GB="--model gpt --dataset text:$top_srcdir/README.md --n-layer 2 --n-head 4 --n-embd 256 --seq-len 64 --vocab-size 8192"
+GB="$GB --batch-size 8 --optimizer adamw"
+"$PLAN" $GB --ranks 2 --tsv >"$T/bm_grid" 2>"$T/bm.err" || { cat "$T/bm.err"; fail "mpiflow-plan --tsv for the GPT: exit $?"; }
+check_scheme() {   # check_scheme 'BENCH_MEMORY FLAGS' 'MPIFLOW-PLAN FLAGS (as its --tsv first field)'
+    # shellcheck disable=SC2086
+    timeout 300 "$MPIEXEC" -n 2 "$BM" --n-layer 2 --n-embd 256 --n-head 4 --seq-len 64 --vocab 8192 --batch 8 \
+        --steps 2 $1 >"$T/bm.out" 2>&1 || { cat "$T/bm.out"; fail "bench_memory $1: exit $?"; }
+    row=$(awk -F '\t' -v f="$2" '$1 == f && $5 == 1' "$T/bm_grid" | head -1)
+    [ -n "$row" ] || fail "mpiflow-plan lists no plan '$2' that runs"
+    line=$(tail -1 "$T/bm.out")
+    echo "$row" | awk -F '\t' -v l="$line" -v s="$1" -v f="$2" '
+        BEGIN { M = 1048576 }
+        {
+            n = split(l, w, " +")
+            split(w[3], p, "/"); split(w[4], g, "/"); split(w[5], o, "/")
+            want[1] = $8 / M; want[2] = $9 / M; want[3] = $10 / M
+            got[1] = p[1]; got[2] = g[1]; got[3] = o[1]
+            split("parameters gradients optimizer", what, " ")
+            bad = 0
+            for (i = 1; i <= 3; i++) {
+                d = got[i] - want[i]; if (d < 0) d = -d
+                if (d > 0.1 && d > 0.05 * want[i]) {
+                    printf "FAIL: bench_memory %s against mpiflow-plan %s: %s measured %.1f MiB, predicted %.3f MiB\n",
+                           s, f, what[i], got[i], want[i]
+                    bad = 1
+                }
+            }
+            if (!bad) printf "ok: bench_memory %s = mpiflow-plan %s: %.3f/%.3f/%.3f MiB predicted, %s/%s/%s measured\n",
+                             s == "" ? "(dp)" : s, f, want[1], want[2], want[3], got[1], got[2], got[3]
+            exit bad
+        }' || fail "the memory model differs from bench_memory"
+}
+check_scheme "" "(data parallel)"
+check_scheme "--tp 2" "--tensor-parallel 2"
+check_scheme "--tp 2 --sp" "--tensor-parallel 2 --sequence-parallel"
+check_scheme "--zero 2" "--zero 2"
+check_scheme "--zero 3" "--zero 3"
+check_scheme "--zero 3 --recompute block" "--zero 3 --recompute 'block'"
 
 # ---- --write: the winner as a plan file trains as its flags do
 "$PLAN" $G --ranks 2 --write "$T/best.json" >"$T/w.out" 2>&1 || { cat "$T/w.out"; fail "--write: exit $?"; }
