@@ -115,10 +115,19 @@ int main(int argc, char **argv)
         }
     }
     char err[512];
+    bool dataset = false;
+    for (int k = 0; k < nrest; k++) dataset |= !strncmp(rest[k], "--dataset", 9) || !strncmp(rest[k], "--vocab-size", 12);
     int pr = train_opts_parse(nrest, rest, &so.base, err, sizeof err);
     free(rest);
     if (pr == 1) return 0;
     if (pr == 2) return bad("%s", err);
+    /* no data is read: a GPT preset keeps its own vocabulary (GPT-2's
+     * 50257) unless a dataset or a vocabulary is named, where training
+     * would read text as bytes (256) */
+    mf_gpt_config pc;
+    if (!dataset && !strcmp(so.base.model, "gpt") && so.base.preset && mf_gpt_preset(so.base.preset, &pc) == MF_OK &&
+        pc.vocab_size > 256)
+        so.base.vocab_size = pc.vocab_size;
     if (mf_init(&argc, &argv) != MF_OK) {
         fprintf(stderr, "mpiflow-plan: error: cannot start: %s\n", mf_last_error());
         return 1;

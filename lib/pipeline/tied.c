@@ -91,6 +91,7 @@ void mfi_ties_destroy(mfi_ties *s)
 /* a local piece's values into buf (host memory) */
 static mf_status stage_out(mf_tensor *local, void *buf)
 {
+    if (mf_tensor_device(local) == MF_DEV_META) return MF_OK;   /* a simulated step: no bytes to send */
     mf_tensor *h = mfi_on_device(local, MF_DEV_CPU), *c = h ? mfi_contiguous_raw(h) : NULL;
     mf_tensor_destroy(h);
     if (!c) return mf_last_status();

@@ -242,8 +242,10 @@ static void op_cost(const mf_layout *l, const mf_layout_env *e, const group *gr,
     const lop *o = &l->ops[gr->first];
     double frac = 1.0 / e->tp, c = s->split ? o->time_split : o->time_whole, x = 0;
     if (s->extra == 1) x = 3 * coll(e, MF_COMM_ALLREDUCE, o->tokens * 4);
-    if (s->extra == 2 && o->tokens > 0 && o->in_bytes[0] > 0)   /* logits of tokens x vocabulary */
-        x = coll(e, MF_COMM_ALLREDUCE, o->param_bytes * o->tokens * o->tokens / o->in_bytes[0]);
+    /* the logits, tokens x vocabulary f32: the vocabulary is the weight's
+     * bytes over a row's (the input's bytes per token) */
+    if (s->extra == 2 && o->tokens > 0 && o->in_bytes[0] > 0)
+        x = coll(e, MF_COMM_ALLREDUCE, 4 * o->tokens * (o->param_bytes * o->tokens / o->in_bytes[0]));
     double pbytes = o->param_bytes * (s->param == MF_LS_B ? 1 : frac);
     double sync = e->dp > 1 && o->param >= 0 ? mf_calibration_comm_time(e->cal, MF_COMM_ALLREDUCE, (int64_t)pbytes,
                                                                          e->dp, e->dp_nodes) : 0;
