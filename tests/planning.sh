@@ -104,6 +104,16 @@ check_scheme "--zero 2" "--zero 2"
 check_scheme "--zero 3" "--zero 3"
 check_scheme "--zero 3 --recompute block" "--zero 3 --recompute 'block'"
 
+# ---- GPT-2 XL on 1024 ranks (128 nodes of 8) in seconds, on one process
+t0=$(date +%s)
+"$PLAN" --model gpt --preset gpt2-xl --ranks 1024 --ranks-per-node 8 --memory 80GiB --batch-size 1024 >"$T/xl.out" 2>&1 ||
+    { cat "$T/xl.out"; fail "mpiflow-plan for GPT-2 XL on 1024 ranks: exit $?"; }
+took=$(($(date +%s) - t0))
+grep -q "28 plans, 28 can run" "$T/xl.out" || { cat "$T/xl.out"; fail "GPT-2 XL on 1024 ranks: not every plan predicted"; }
+# about 3 s alone; generous for a machine running two tests at once
+[ "$took" -le 30 ] || fail "GPT-2 XL on 1024 ranks took $took s to plan"
+echo "ok: GPT-2 XL on 1024 ranks planned in $took s"
+
 # ---- --write: the winner as a plan file trains as its flags do
 "$PLAN" $G --ranks 2 --write "$T/best.json" >"$T/w.out" 2>&1 || { cat "$T/w.out"; fail "--write: exit $?"; }
 flags=$(sed -n 's/^wrote .* (the same as \(.*\))$/\1/p' "$T/w.out")
