@@ -223,10 +223,10 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
     mf_graph *g = NULL;
     double t_peak = 0;
     for (int step = 0; step < 2 && st == MF_OK; step++) {
-        mf_set_default_device(MF_DEV_CPU);   /* the loader's batch is host memory */
+        /* the batch in the memory the model computes in (the meta device):
+         * its micro-batches are views of it, as on the host */
         mf_tensor *x = r.gpt ? mf_zeros(MF_I64, 2, (int64_t[]){rows, T}) : mf_zeros(MF_F32, 4, (int64_t[]){rows, 1, 28, 28});
         mf_tensor *y = r.gpt ? mf_zeros(MF_I64, 2, (int64_t[]){rows, T}) : mf_zeros(MF_I64, 1, &rows);
-        mf_set_default_device(MF_DEV_META);
         if (!x || !y) {
             mf_tensor_destroy(x);
             mf_tensor_destroy(y);

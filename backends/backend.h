@@ -66,6 +66,9 @@ typedef struct mfi_gemm {
     const void *bias;
 } mfi_gemm;
 
+/* the passes of a convolution */
+enum { MFI_CONV_PASS_FWD, MFI_CONV_PASS_BWD_DATA, MFI_CONV_PASS_BWD_FILTER };
+
 typedef struct mfi_conv2d {
     int64_t n, c, h, w;          /* input */
     int64_t oc, oh, ow;          /* output */
@@ -206,6 +209,11 @@ typedef struct mfi_backend {
      * reorder in one pass, made once for the passes that read it. */
     int64_t (*conv_image_bytes)(const mfi_conv2d *p, int which);
     mf_status (*conv_image)(const mfi_conv2d *p, int which, void *dst, const float *src);
+    /* Optional: the temporaries one convolution pass (MFI_CONV_PASS_*)
+     * of dtype dt takes from the caching allocator, all held at once:
+     * their sizes in bytes[0..n) (n <= max). The meta device allocates
+     * the host's, so that a simulated step's peak has them. */
+    int (*conv_temps)(const mfi_conv2d *p, int pass, mf_dtype dt, bool bias, size_t *bytes, int max);
     /* Its gemm adds mfi_gemm.bias itself (else the op writes the bias
      * into C first and asks for beta 1). */
     bool gemm_bias;

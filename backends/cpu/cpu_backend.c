@@ -30,6 +30,7 @@ const mfi_backend mfi_cpu_backend = {
     .bf16_image = mfi_dnnl_bf16_image,
     .conv_image_bytes = mfi_dnnl_conv_image_bytes,
     .conv_image = mfi_dnnl_conv_image,
+    .conv_temps = mfi_cpu_conv2d_temps,
     .gemm_bias = true,
 #define MFI_CPU_SLOT(name, args) .name = mfi_cpu_##name,
     MFI_KERNELS(MFI_CPU_SLOT)

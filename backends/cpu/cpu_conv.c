@@ -147,3 +147,27 @@ mf_status mfi_cpu_conv2d_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy,
     if (gw->dtype == MF_F64) return conv_bwd_filter_f64(p, gw->data, gy->data, x->data);
     MF_FAIL(MF_ERR_DTYPE, "conv2d backward: not a float dtype");
 }
+
+/* The buffers the passes above take from the caching allocator, all
+ * held at once: oneDNN's when it runs the pass, else the bfloat16
+ * roundings and the im2col columns (and backward-filter's partial sums
+ * of the threads past the first). */
+int mfi_cpu_conv2d_temps(const mfi_conv2d *p, int pass, mf_dtype dt, bool bias, size_t *bytes, int max)
+{
+    if (max < 4) return 0;
+    if (mfi_cpu_engine() == MF_CPU_ONEDNN && dt == MF_F32) {
+        int n = mfi_dnnl_conv_temps(p, pass, bias, bytes, max);
+        if (n >= 0) return n;
+    }
+    const conv_dims d = conv_dims_of(p);
+    const size_t el = dt == MF_F64 ? sizeof(double) : sizeof(float);
+    int n = 0;
+    if (dt == MF_F32 && p->bf16) {   /* round2's copies, each of at least one float */
+        const int64_t a = pass == MFI_CONV_PASS_FWD ? nx(p) : ny(p), b = pass == MFI_CONV_PASS_BWD_FILTER ? nx(p) : nw(p);
+        bytes[n++] = (size_t)(a > 0 ? a : 1) * sizeof(float);
+        bytes[n++] = (size_t)(b > 0 ? b : 1) * sizeof(float);
+    }
+    bytes[n++] = (size_t)d.nt * (size_t)(d.K * d.L) * el;
+    if (pass == MFI_CONV_PASS_BWD_FILTER && d.nt > 1) bytes[n++] = (size_t)(d.nt - 1) * (size_t)(p->oc * d.K) * el;
+    return n;
+}

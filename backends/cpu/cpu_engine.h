@@ -39,6 +39,9 @@ mf_status mfi_dnnl_conv_image(const mfi_conv2d *p, int which, void *dst, const f
 mf_status mfi_dnnl_conv_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias);
 mf_status mfi_dnnl_conv_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w);
 mf_status mfi_dnnl_conv_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x);
+/* The temporaries oneDNN's pass (MFI_CONV_PASS_*) takes from the caching
+ * allocator (bytes[0..n), n returned), or -1 where it declines. */
+int mfi_dnnl_conv_temps(const mfi_conv2d *p, int pass, bool bias, size_t *bytes, int max);
 
 /* oneDNN's instruction set on this CPU ("avx512_core_bf16"), or NULL
  * when it is not built; whether it multiplies bfloat16 natively. */

@@ -24,5 +24,7 @@ static inline int64_t cpu_numel(mfi_cv *v)
  * from the host allocator (mfi_free with n floats); NULL when out of
  * memory. For the bf16 operands of the OpenBLAS path. */
 float *mfi_cpu_bf16_rounded(const float *x, int64_t n);
+/* the temporaries of a convolution pass (backends/backend.h, conv_temps) */
+int mfi_cpu_conv2d_temps(const mfi_conv2d *p, int pass, mf_dtype dt, bool bias, size_t *bytes, int max);
 
 #endif

@@ -738,6 +738,28 @@ mf_status mfi_dnnl_conv_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, 
     return conv_run(p, K_CONV_BWD_FILTER, x->data, gw->data, NULL, gy->data);
 }
 
+/* conv_run's and prim_run's buffers: bfloat16 packings, scratchpad, reorders */
+int mfi_dnnl_conv_temps(const mfi_conv2d *p, int pass, bool bias, size_t *bytes, int max)
+{
+    if (!p->n || !p->oc || !p->c || (p->bf16 && !mfi_dnnl_bf16_native()) || max < 2 * A_NARGS + 1) return -1;
+    const int kind = pass == MFI_CONV_PASS_FWD ? (bias ? K_CONV_FWD_BIAS : K_CONV_FWD)
+                     : pass == MFI_CONV_PASS_BWD_DATA ? K_CONV_BWD_DATA : K_CONV_BWD_FILTER;
+    pthread_mutex_lock(&lock);
+    prim *e = NULL;
+    int n = conv_prim(p, kind, &e) == MF_OK ? 0 : -1;
+    const int64_t el[3] = {p->n * p->c * p->h * p->w, p->oc * (p->c / p->groups) * p->kh * p->kw,
+                           p->n * p->oc * p->oh * p->ow};
+    const void *img[3] = {p->x16, p->w16, p->gy16};   /* conv_run packs the operands with no image */
+    const bool in[3] = {kind != K_CONV_BWD_DATA, kind != K_CONV_BWD_FILTER, kind >= K_CONV_BWD_DATA};
+    for (int i = 0; n >= 0 && e->key.bf16 && i < 3; i++)
+        if (in[i] && !img[i]) bytes[n++] = (size_t)el[i] * 2;
+    if (n >= 0 && e->scratch_bytes) bytes[n++] = e->scratch_bytes;
+    for (int i = 0; n >= 0 && i < A_NARGS; i++)
+        if (e->s[i].arg && e->s[i].inner) bytes[n++] = e->s[i].inner_bytes;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
 /* ---------------------------------------------------------------- reports */
 const char *mfi_dnnl_isa(void)
 {

@@ -40,6 +40,11 @@ mf_status mfi_dnnl_conv_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, 
     (void)p, (void)gw, (void)gy, (void)x;
     return MFI_DNNL_DECLINED;
 }
+int mfi_dnnl_conv_temps(const mfi_conv2d *p, int pass, bool bias, size_t *bytes, int max)
+{
+    (void)p, (void)pass, (void)bias, (void)bytes, (void)max;
+    return -1;
+}
 const char *mfi_dnnl_isa(void) { return NULL; }
 bool mfi_dnnl_bf16_native(void) { return false; }
 void mfi_dnnl_impls(char *buf, size_t size) { snprintf(buf, size, "-"); }

@@ -12,6 +12,7 @@
  * zeros; staging for communication leaves host buffers untouched.
  */
 #include <stdint.h>
+#include "base/alloc.h"
 #include "lib/graph/graph_internal.h"
 
 /* Unmapped user address space from 64 TiB up, handed out once and never
@@ -63,6 +64,42 @@ static mf_status meta_stage(void *dst, const void *src, size_t nbytes)
     return MF_OK;
 }
 
+/* The host engine's temporaries of a convolution pass, taken from this
+ * arena and given back: the peak of a simulated step has them, as the
+ * real one does (an op's own buffers are tensors and need nothing). */
+static mf_status host_temps(const mfi_conv2d *p, int pass, mf_dtype dt, bool bias)
+{
+    const mfi_backend *host = mfi_backend_for(MF_DEV_CPU);
+    size_t bytes[16];
+    void *bufs[16];
+    int n = host && host->conv_temps ? host->conv_temps(p, pass, dt, bias, bytes, 16) : 0;
+    mf_status st = MF_OK;
+    for (int i = 0; i < n; i++)
+        if (!(bufs[i] = mfi_alloc_on(MF_DEV_META, bytes[i] ? bytes[i] : 1)) && st == MF_OK)
+            st = mfi_error(MF_ERR_NOMEM, "conv2d: out of memory for a %zu-byte workspace", bytes[i]);
+    for (int i = 0; i < n; i++)
+        if (bufs[i]) mfi_free_on(MF_DEV_META, bufs[i], bytes[i] ? bytes[i] : 1);
+    return st;
+}
+
+static mf_status meta_conv2d_fwd(const mfi_conv2d *p, mfi_cv *out, mfi_cv *x, mfi_cv *w, mfi_cv *bias)
+{
+    MF_TRY(host_temps(p, MFI_CONV_PASS_FWD, x->dtype, bias != NULL));
+    return mfi_cost_table.conv2d_fwd(p, out, x, w, bias);
+}
+
+static mf_status meta_conv2d_bwd_data(const mfi_conv2d *p, mfi_cv *gx, mfi_cv *gy, mfi_cv *w)
+{
+    MF_TRY(host_temps(p, MFI_CONV_PASS_BWD_DATA, gx->dtype, false));
+    return mfi_cost_table.conv2d_bwd_data(p, gx, gy, w);
+}
+
+static mf_status meta_conv2d_bwd_filter(const mfi_conv2d *p, mfi_cv *gw, mfi_cv *gy, mfi_cv *x)
+{
+    MF_TRY(host_temps(p, MFI_CONV_PASS_BWD_FILTER, gw->dtype, false));
+    return mfi_cost_table.conv2d_bwd_filter(p, gw, gy, x);
+}
+
 static mfi_backend make_table(void)
 {
     mfi_backend b;
@@ -83,6 +120,9 @@ static mfi_backend make_table(void)
 #define MFI_META_SLOT(name, args) b.name = mfi_cost_table.name;
     MFI_KERNELS(MFI_META_SLOT)
 #undef MFI_META_SLOT
+    b.conv2d_fwd = meta_conv2d_fwd;
+    b.conv2d_bwd_data = meta_conv2d_bwd_data;
+    b.conv2d_bwd_filter = meta_conv2d_bwd_filter;
     return b;
 }
 
