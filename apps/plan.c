@@ -43,13 +43,16 @@ static void usage(FILE *f)
                "                       message and algorithm, and the time predicted for each\n"
                "  --tsv                every plan as tab-separated lines instead of the table: flags,\n"
                "                       dp, tp, pp, runs (1/0), predicted step seconds, peak bytes per rank,\n"
-               "                       its parameters', gradients' and optimizer state's bytes, and the\n"
-               "                       plan file's JSON where the layout search wrote one (else empty)\n"
+               "                       its parameters', gradients' and optimizer state's bytes, the\n"
+               "                       peak's ZeRO gathers, communication buffers, logits and slack,\n"
+               "                       and the plan file's JSON where the layout search wrote one (else empty)\n"
                "  --help               this text\n"
                "Columns: the plan (as mpiflow-train flags), its mesh dp x tp x pp, the predicted step\n"
                "time split into compute, communication compute does not hide, and a pipeline's bubble;\n"
-               "the peak memory per rank and its parts: parameters, gradients, optimizer state, and\n"
-               "activations with every temporary.\n");
+               "the peak memory per rank and its parts: parameters, gradients, optimizer state, ZeRO-2/3\n"
+               "parameters gathered for use, communication buffers (gradient buckets, ZeRO's, boxing's),\n"
+               "the fused head's logits, the allocator's size-class slack, and the rest: activations\n"
+               "with every temporary.\n");
 }
 
 static int bad(const char *fmt, const char *a)

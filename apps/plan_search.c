@@ -160,6 +160,12 @@ static const layout_entry *layout_for(const train_opts *base, int tp, int dp, in
 
 /* ------------------------------------------------------------- predict */
 /* the bytes of a tensor's local piece, as the allocator rounds them */
+/* the peak's activations and temporaries: what the other parts leave */
+static void candidate_rest(candidate *c)
+{
+    c->other = c->peak - c->params - c->grads - c->optim - c->gather - c->comm - c->logits - c->slack;
+}
+
 static int64_t piece(mf_tensor *t)
 {
     mf_tensor *l = t && mf_tensor_is_global(t) ? mf_to_local(t) : mf_tensor_retain(t);
@@ -204,6 +210,8 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
     mf_memory_stats ms;
     mf_memory_get_total_stats(&ms);
     const int64_t before = ms.in_use;
+    mf_memory_breakdown b0, b1, bp;
+    mf_memory_get_breakdown(&b0, NULL);
     st = mf_set_default_device(MF_DEV_META);
     int64_t shape[3] = {1, 28, 28};
     if (st == MF_OK && r.gpt) st = gpt_config(&r.o, &r.gc, r.err, sizeof r.err);
@@ -241,6 +249,7 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
         if (st != MF_OK) snprintf(why, len, "the step failed: %s", mf_last_error());
         mf_memory_get_total_stats(&ms);
         t_peak = (double)(ms.peak - before);
+        mf_memory_get_breakdown(NULL, &bp);
     }
     if (st == MF_OK && g && show) explain(g, cal, rank);
     if (st == MF_OK && g) {
@@ -257,11 +266,17 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
                 p += piece(w);
                 gr += piece(mf_tensor_grad(w));   /* borrowed */
             }
-            mf_memory_get_total_stats(&ms);
+            mf_memory_get_breakdown(&b1, NULL);
             out->params = p;
             out->grads = gr;
-            out->optim = ms.in_use - before - p - gr > 0 ? ms.in_use - before - p - gr : 0;
-            out->other = out->peak - p - gr - out->optim;
+            /* the tensors still held after the step that are neither */
+            const int64_t held = b1.bytes[MF_MEM_TENSORS] - b0.bytes[MF_MEM_TENSORS];
+            out->optim = held - p - gr > 0 ? held - p - gr : 0;
+            out->gather = bp.bytes[MF_MEM_ZERO_GATHER] - b0.bytes[MF_MEM_ZERO_GATHER];
+            out->comm = bp.bytes[MF_MEM_COMM] - b0.bytes[MF_MEM_COMM];
+            out->logits = bp.bytes[MF_MEM_LOGITS] - b0.bytes[MF_MEM_LOGITS];
+            out->slack = bp.slack - b0.slack;
+            candidate_rest(out);
         }
     }
     mf_graph_destroy(g);
@@ -342,7 +357,11 @@ void plan_predict(const train_opts *base, int ranks, int per_node, const mf_cali
         c->params = (int64_t)LIN(params);
         c->grads = (int64_t)LIN(grads);
         c->optim = (int64_t)LIN(optim);
-        c->other = c->peak - c->params - c->grads - c->optim;
+        c->gather = (int64_t)LIN(gather);
+        c->comm = (int64_t)LIN(comm);
+        c->logits = (int64_t)LIN(logits);
+        c->slack = (int64_t)LIN(slack);
+        candidate_rest(c);
         c->comm_bytes = LIN(comm_bytes);
 #undef LIN
     } else if (simulate_stages(base, c, ranks, per_node, cal) != MF_OK) {
@@ -493,7 +512,7 @@ static void seconds(double s, char *buf, size_t size)
 
 static void print_row(int i, const candidate *c)
 {
-    char st[24], cp[24], ex[24], bu[24], pk[24], pa[24], gr[24], op[24], ot[24];
+    char st[24], cp[24], ex[24], bu[24], pk[24], pa[24], gr[24], op[24], ot[24], ga[24], cm[24], lg[24], sl[24];
     seconds(c->time.step, st, sizeof st);
     seconds(c->time.compute, cp, sizeof cp);
     seconds(c->time.exposed_comm, ex, sizeof ex);
@@ -503,8 +522,12 @@ static void print_row(int i, const candidate *c)
     human(c->grads, gr, sizeof gr);
     human(c->optim, op, sizeof op);
     human(c->other, ot, sizeof ot);
-    printf("%3d  %-62s %3dx%dx%d  %9s %9s %9s %9s  %10s  %9s %9s %9s %10s\n", i, c->flags, c->dp, c->tp, c->pp, st, cp,
-           ex, bu, pk, pa, gr, op, ot);
+    human(c->gather, ga, sizeof ga);
+    human(c->comm, cm, sizeof cm);
+    human(c->logits, lg, sizeof lg);
+    human(c->slack, sl, sizeof sl);
+    printf("%3d  %-62s %3dx%dx%d  %9s %9s %9s %9s  %10s  %9s %9s %9s %9s %9s %9s %9s %10s\n", i, c->flags, c->dp, c->tp,
+           c->pp, st, cp, ex, bu, pk, pa, gr, op, ga, cm, lg, sl, ot);
 }
 
 int plan_search_main(const search_opts *so)
@@ -545,9 +568,10 @@ int plan_search_main(const search_opts *so)
     int code = 0;
     if (so->tsv) {   /* for scripts: every plan, in rank order */
         for (int i = 0; i < n; i++)
-            printf("%s\t%d\t%d\t%d\t%d\t%.6g\t%lld\t%lld\t%lld\t%lld\t%s\n", c[i].flags, c[i].dp, c[i].tp, c[i].pp,
-                   c[i].ok, c[i].ok ? c[i].time.step : 0.0, (long long)c[i].peak, (long long)c[i].params,
-                   (long long)c[i].grads, (long long)c[i].optim, c[i].plan_json);
+            printf("%s\t%d\t%d\t%d\t%d\t%.6g\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%s\n", c[i].flags, c[i].dp,
+                   c[i].tp, c[i].pp, c[i].ok, c[i].ok ? c[i].time.step : 0.0, (long long)c[i].peak,
+                   (long long)c[i].params, (long long)c[i].grads, (long long)c[i].optim, (long long)c[i].gather,
+                   (long long)c[i].comm, (long long)c[i].logits, (long long)c[i].slack, c[i].plan_json);
         free(c);
         mf_calibration_destroy(cal);
         return 0;
@@ -571,8 +595,9 @@ int plan_search_main(const search_opts *so)
         code = 2;
     }
     if (fit || so->all)
-        printf("%3s  %-62s %-8s  %9s %9s %9s %9s  %10s  %9s %9s %9s %10s\n", "#", "plan (mpiflow-train flags)", "dp x tp x pp",
-           "step", "compute", "exp.comm", "bubble", "peak/rank", "params", "grads", "optimizer", "activ.+tmp");
+        printf("%3s  %-62s %-8s  %9s %9s %9s %9s  %10s  %9s %9s %9s %9s %9s %9s %9s %10s\n", "#",
+               "plan (mpiflow-train flags)", "dp x tp x pp", "step", "compute", "exp.comm", "bubble", "peak/rank", "params",
+               "grads", "optimizer", "gathers", "comm.buf", "logits", "slack", "activ.+tmp");
     int shown = 0;
     for (int i = 0; i < n && (so->all || shown < so->top); i++) {
         bool fits = c[i].ok && (!so->memory || c[i].peak <= so->memory);

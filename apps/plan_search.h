@@ -29,7 +29,9 @@ typedef struct candidate {
     char why[256];
     mf_step_time time;          /* the slowest simulated rank's */
     int64_t peak;               /* bytes per rank: the most any simulated rank needs */
-    int64_t params, grads, optim, other;   /* that rank's parts of it */
+    int64_t params, grads, optim, other;   /* that rank's parts of it: other, activations and temporaries, */
+    int64_t gather, comm, logits, slack;   /* and ZeRO gathers, communication buffers, the head's logits and
+                                            * the allocator's size-class slack at the peak */
     double comm_bytes;          /* its messages per step */
     bool explain;               /* plan_predict prints its first rank's step, entry by entry */
     char layout[240];           /* tensor parallel: what the layout search chose, in words */

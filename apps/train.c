@@ -196,6 +196,7 @@ typedef struct meter {
     double step_s[STEP_TIMES];   /* the last steps' wall times */
     int nsteps;
     int64_t peak;                /* the most bytes in use during a step, above those before the model */
+    mf_memory_breakdown at_peak; /* what they were for at that moment */
 } meter;
 
 static int cmp_double(const void *a, const void *b)
@@ -208,7 +209,10 @@ static int cmp_double(const void *a, const void *b)
  * state and warms the caches, left out when there are more) and the
  * peak memory per rank, the largest of any rank: what mpiflow-plan
  * predicts */
-static void step_stats(const meter *m, double *median_s, double *peak_mib)
+/* the peak's parts (MiB) on the rank whose peak is the largest: ZeRO
+ * gathers, communication buffers, the head's logits, size-class slack */
+#define PARTS 4
+static void step_stats(const run *r, const meter *m, double *median_s, double *peak_mib, double parts[PARTS])
 {
     double t[STEP_TIMES];
     int n = m->nsteps < STEP_TIMES ? m->nsteps : STEP_TIMES, from = n > 1 && m->nsteps <= STEP_TIMES;
@@ -216,13 +220,21 @@ static void step_stats(const meter *m, double *median_s, double *peak_mib)
     qsort(t, (size_t)(n - from), sizeof *t, cmp_double);
     *median_s = n - from > 0 ? t[(n - from) / 2] : NAN;
     int nr = mf_world_size();
-    double *v = calloc((size_t)nr, sizeof *v);
+    double *v = calloc((size_t)nr * (PARTS + 1), sizeof *v), *mine = v ? v + (size_t)mf_rank() * (PARTS + 1) : NULL;
     *peak_mib = NAN;
+    for (int k = 0; k < PARTS; k++) parts[k] = NAN;
     if (!v) return;
-    v[mf_rank()] = (double)m->peak / 1048576.0;
-    if (mf_allreduce(v, nr, MF_F64, MF_COLL_MPI) == MF_OK) {
-        *peak_mib = 0;
-        for (int i = 0; i < nr; i++) *peak_mib = fmax(*peak_mib, v[i]);
+    const mf_memory_breakdown *a = &m->at_peak, *b = &r->mem_base_parts;
+    const int use[PARTS - 1] = {MF_MEM_ZERO_GATHER, MF_MEM_COMM, MF_MEM_LOGITS};
+    mine[0] = (double)m->peak / 1048576.0;
+    for (int k = 0; k < PARTS - 1; k++) mine[1 + k] = (double)(a->bytes[use[k]] - b->bytes[use[k]]) / 1048576.0;
+    mine[PARTS] = (double)(a->slack - b->slack) / 1048576.0;
+    if (mf_allreduce(v, nr * (PARTS + 1), MF_F64, MF_COLL_MPI) == MF_OK) {
+        int most = 0;
+        for (int i = 1; i < nr; i++)
+            if (v[i * (PARTS + 1)] > v[most * (PARTS + 1)]) most = i;
+        *peak_mib = v[most * (PARTS + 1)];
+        for (int k = 0; k < PARTS; k++) parts[k] = v[most * (PARTS + 1) + 1 + k];
     }
     free(v);
 }
@@ -290,33 +302,40 @@ static int final_report(run *r, const meter *m)
         print_profile(elapsed);
         if (r->total_steps > r->start_step) print_comm(r->total_steps - r->start_step);
     }
-    double test_loss = NAN, test_acc = NAN, step_med, peak_mib;
-    step_stats(m, &step_med, &peak_mib);
+    double test_loss = NAN, test_acc = NAN, step_med, peak_mib, parts[PARTS];
+    step_stats(r, m, &step_med, &peak_mib, parts);
     if (r->autoplan && mf_rank() == 0) {
+        const double M = 1048576.0;
+        const candidate *p = &r->predicted;
         printf("mpiflow-train: --plan auto: predicted %.2f ms a step and %.2f MiB per rank; measured %.2f ms (median) "
-               "and %.2f MiB (the most of any rank)\n", r->predicted.time.step * 1e3,
-               (double)r->predicted.peak / 1048576.0, step_med * 1e3, peak_mib);
+               "and %.2f MiB (the most of any rank)\n", p->time.step * 1e3, (double)p->peak / M, step_med * 1e3,
+               peak_mib);
+        printf("mpiflow-train: --plan auto: of the peak, predicted / measured MiB: ZeRO gathers %.2f / %.2f, "
+               "communication buffers %.2f / %.2f, logits %.2f / %.2f, size-class slack %.2f / %.2f\n",
+               (double)p->gather / M, parts[0], (double)p->comm / M, parts[1], (double)p->logits / M, parts[2],
+               (double)p->slack / M, parts[3]);
         fflush(stdout);
     }
     if (r->o.eval && evaluate(r, &test_loss, &test_acc) != MF_OK) return report("evaluation", 1);
     if (r->gpt && mf_rank() == 0) {
         if (r->metrics && r->o.eval) fprintf(r->metrics, "%lld,,,,,,%.9g\n", (long long)r->total_steps, test_loss);
         printf("final val_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f time_s=%.1f "
-               "tokens_per_sec=%.0f step_ms=%.3f peak_mib=%.3f\n",
+               "tokens_per_sec=%.0f step_ms=%.3f peak_mib=%.3f peak_parts_mib=%.3f,%.3f,%.3f,%.3f\n",
                test_loss, m->sum / (double)(r->total_steps - r->start_step), m->last_loss, (long long)r->total_steps,
                (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
                (double)(r->total_steps - r->start_step) * (double)r->o.batch_size * (double)r->sample_tokens / elapsed,
-               step_med * 1e3, peak_mib);
+               step_med * 1e3, peak_mib, parts[0], parts[1], parts[2], parts[3]);
         fflush(stdout);
         return 0;
     }
     if (mf_rank() == 0) {
         printf("final test_accuracy=%.4f test_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f "
-               "time_s=%.1f samples_per_sec=%.0f step_ms=%.3f peak_mib=%.3f\n",
+               "time_s=%.1f samples_per_sec=%.0f step_ms=%.3f peak_mib=%.3f peak_parts_mib=%.3f,%.3f,%.3f,%.3f\n",
                test_acc, test_loss, m->sum / (double)(r->total_steps - r->start_step), m->last_loss,
                (long long)r->total_steps,
                (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
-               (double)(r->total_steps - r->start_step) * (double)r->o.batch_size / elapsed, step_med * 1e3, peak_mib);
+               (double)(r->total_steps - r->start_step) * (double)r->o.batch_size / elapsed, step_med * 1e3, peak_mib,
+               parts[0], parts[1], parts[2], parts[3]);
         fflush(stdout);
     }
     return 0;
@@ -421,7 +440,10 @@ static int train(run *r)
         m.step_s[m.nsteps++ % STEP_TIMES] = mf_time() - ts;
         mf_memory_stats ms;
         mf_memory_get_total_stats(&ms);
-        if (ms.peak - r->mem_base > m.peak) m.peak = ms.peak - r->mem_base;
+        if (ms.peak - r->mem_base > m.peak) {
+            m.peak = ms.peak - r->mem_base;
+            mf_memory_get_breakdown(NULL, &m.at_peak);
+        }
         if (!isfinite(loss)) {
             fprintf(stderr, "mpiflow-train: error: the loss is %g at step %lld; lower --lr or add --clip-grad\n", loss,
                     (long long)step + 1);
@@ -521,6 +543,7 @@ int main(int argc, char **argv)
     mf_memory_stats base;
     mf_memory_get_total_stats(&base);
     r.mem_base = base.in_use;   /* what the data took: not the plan's */
+    mf_memory_get_breakdown(&r.mem_base_parts, NULL);
     st = mf_agree(run_build(&r));
     if (st != MF_OK) {
         if (r.err[0]) {

@@ -35,6 +35,7 @@ typedef struct run {
     int64_t start_step;      /* > 0 when resumed */
     int64_t sample_tokens;   /* tokens per sample (1 for images: progress counts samples) */
     int64_t mem_base;        /* bytes in use before the model was built */
+    mf_memory_breakdown mem_base_parts;   /* and what they were for */
     bool autoplan;           /* --plan auto chose the layout: */
     candidate predicted;     /* what it predicted */
 } run;

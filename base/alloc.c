@@ -44,6 +44,9 @@ typedef struct arena {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static arena arenas[NDEV];
 static int64_t total_in_use, total_peak;   /* every arena together */
+/* the bytes requested per use now, and at the total peak */
+static int64_t use_now[MF_MEM_USES], use_peak[MF_MEM_USES], slack_peak;
+static _Thread_local int use_of_thread;
 static node *spare;   /* recycled list nodes */
 
 static void *host_raw_alloc(size_t n)
@@ -114,7 +117,18 @@ static void drain(arena *a)
     a->stats.cached = 0;
 }
 
-void *mfi_alloc_on(mf_device_type dev, size_t nbytes)
+static void note_peak(void)   /* lock held */
+{
+    if (total_in_use <= total_peak) return;
+    total_peak = total_in_use;
+    int64_t req = 0;
+    for (int u = 0; u < MF_MEM_USES; u++) req += use_peak[u] = use_now[u];
+    slack_peak = total_peak - req;
+}
+
+void *mfi_alloc_on(mf_device_type dev, size_t nbytes) { return mfi_alloc_use(dev, nbytes, MF_MEM_TENSORS); }
+
+void *mfi_alloc_use(mf_device_type dev, size_t nbytes, int use)
 {
     size_t rounded;
     int c = size_class(nbytes, &rounded);
@@ -150,12 +164,15 @@ void *mfi_alloc_on(mf_device_type dev, size_t nbytes)
     a->stats.in_use += (int64_t)rounded;
     if (a->stats.in_use > a->stats.peak) a->stats.peak = a->stats.in_use;
     total_in_use += (int64_t)rounded;
-    if (total_in_use > total_peak) total_peak = total_in_use;
+    use_now[(unsigned)use < MF_MEM_USES ? use : 0] += (int64_t)nbytes;
+    note_peak();
     pthread_mutex_unlock(&lock);
     return p;
 }
 
-void mfi_free_on(mf_device_type dev, void *p, size_t nbytes)
+void mfi_free_on(mf_device_type dev, void *p, size_t nbytes) { mfi_free_use(dev, p, nbytes, MF_MEM_TENSORS); }
+
+void mfi_free_use(mf_device_type dev, void *p, size_t nbytes, int use)
 {
     if (!p) return;
     size_t rounded;
@@ -172,6 +189,7 @@ void mfi_free_on(mf_device_type dev, void *p, size_t nbytes)
     }
     a->stats.in_use -= (int64_t)rounded;
     total_in_use -= (int64_t)rounded;
+    use_now[(unsigned)use < MF_MEM_USES ? use : 0] -= (int64_t)nbytes;
     if (!b) {   /* no memory for the link: give the block back instead */
         pthread_mutex_unlock(&lock);
         a->ops.raw_free(p);
@@ -228,8 +246,35 @@ void mf_memory_reset_peak(void)
     pthread_mutex_lock(&lock);
     for (int d = 0; d < NDEV; d++) arenas[d].stats.peak = arenas[d].stats.in_use;
     total_peak = total_in_use;
+    int64_t req = 0;
+    for (int u = 0; u < MF_MEM_USES; u++) req += use_peak[u] = use_now[u];
+    slack_peak = total_peak - req;
     pthread_mutex_unlock(&lock);
 }
+
+void mf_memory_get_breakdown(mf_memory_breakdown *now, mf_memory_breakdown *at_peak)
+{
+    pthread_mutex_lock(&lock);
+    if (now) {
+        memcpy(now->bytes, use_now, sizeof use_now);
+        now->slack = total_in_use;
+        for (int u = 0; u < MF_MEM_USES; u++) now->slack -= use_now[u];
+    }
+    if (at_peak) {
+        memcpy(at_peak->bytes, use_peak, sizeof use_peak);
+        at_peak->slack = slack_peak;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+mf_memory_use mf_memory_use_begin(mf_memory_use u)
+{
+    int was = use_of_thread;
+    use_of_thread = (unsigned)u < MF_MEM_USES ? (int)u : MF_MEM_TENSORS;
+    return (mf_memory_use)was;
+}
+
+int mfi_memory_use_now(void) { return use_of_thread; }
 
 void mf_memory_get_total_stats(mf_memory_stats *st)
 {

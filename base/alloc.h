@@ -22,6 +22,12 @@ typedef struct mfi_arena_ops {
 void mfi_arena_register(mf_device_type dev, const mfi_arena_ops *ops);
 void *mfi_alloc_on(mf_device_type dev, size_t nbytes);
 void mfi_free_on(mf_device_type dev, void *p, size_t nbytes);
+/* The same for a use (mf_memory_use; the ones above: MF_MEM_TENSORS),
+ * freed with the use it was allocated for. */
+void *mfi_alloc_use(mf_device_type dev, size_t nbytes, int use);
+void mfi_free_use(mf_device_type dev, void *p, size_t nbytes, int use);
+/* This thread's use for the tensors it makes (mf_memory_use_begin). */
+int mfi_memory_use_now(void);
 void mfi_empty_cache_on(mf_device_type dev);
 void mfi_alloc_shutdown(void);
 

@@ -251,14 +251,14 @@ void *mfi_host_buffer(size_t nbytes, bool *pinned)
             return p;
         }
     }
-    return malloc(nbytes);
+    return mfi_alloc_use(MF_DEV_CPU, nbytes, MF_MEM_COMM);   /* counted as host memory for communication */
 }
 
-void mfi_host_buffer_free(void *p, bool pinned)
+void mfi_host_buffer_free(void *p, size_t nbytes, bool pinned)
 {
     if (!p) return;
     if (pinned && cuda_state == CUDA_READY) cuda_backend()->host_free(p);
-    else if (!pinned) free(p);
+    else if (!pinned) mfi_free_use(MF_DEV_CPU, p, nbytes, MF_MEM_COMM);
 }
 
 mf_tensor *mfi_on_device(mf_tensor *t, mf_device_type dev)

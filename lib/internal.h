@@ -38,6 +38,7 @@ typedef struct mfi_storage {
     mf_device_type device;
     mfi_rebuild *rebuild;    /* bytes made again on demand, or NULL */
     int64_t id;              /* a serial number: the step graph's value id */
+    int use;                 /* mf_memory_use: what the bytes are for */
 } mfi_storage;
 
 struct mfi_node;
@@ -131,9 +132,10 @@ mf_status mfi_stage_in(mf_device_type dev, void *dst, const void *host, size_t n
 /* count elements of dt from src to dst, both in dev's memory (queued on
  * a device). */
 mf_status mfi_device_memcpy(mf_device_type dev, mf_dtype dt, void *dst, const void *src, int64_t count);
-/* A host buffer for staging: pinned once CUDA runs, else malloc. */
+/* A host buffer for staging: pinned once CUDA runs, else from the host
+ * allocator as communication memory (MF_MEM_COMM); freed with its size. */
 void *mfi_host_buffer(size_t nbytes, bool *pinned);
-void mfi_host_buffer_free(void *p, bool pinned);
+void mfi_host_buffer_free(void *p, size_t nbytes, bool pinned);
 /* mf_finalize: releases the device and its cached memory. */
 void mfi_device_shutdown(void);
 

@@ -56,7 +56,8 @@ static mfi_storage *storage_new(mf_device_type dev, size_t nbytes)
 {
     mfi_storage *s = calloc(1, sizeof *s);
     if (!s) return NULL;
-    s->data = mfi_alloc_on(dev, nbytes ? nbytes : 1);
+    s->use = mfi_memory_use_now();
+    s->data = mfi_alloc_use(dev, nbytes ? nbytes : 1, s->use);
     if (!s->data) {
         free(s);
         return NULL;
@@ -71,7 +72,7 @@ static mfi_storage *storage_new(mf_device_type dev, size_t nbytes)
 static void storage_release(mfi_storage *s)
 {
     if (!s || --s->refcount > 0) return;
-    mfi_free_on(s->device, s->data, s->nbytes);
+    mfi_free_use(s->device, s->data, s->nbytes, s->use);
     mfi_rebuild_release(s->rebuild);
     free(s);
 }

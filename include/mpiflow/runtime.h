@@ -132,6 +132,27 @@ MF_API void mf_memory_reset_peak(void);
  * and meta memory of a simulated CPU rank, which a real one holds in
  * one allocator); the other fields summed. */
 MF_API void mf_memory_get_total_stats(mf_memory_stats *st);
+/* What the bytes are for (doc/planning.md). Tensors by default:
+ * parameters, gradients, optimizer state, activations and every
+ * temporary; the rest are marked where they are made. */
+typedef enum mf_memory_use {
+    MF_MEM_TENSORS,      /* parameters, gradients, optimizer state, activations, temporaries */
+    MF_MEM_ZERO_GATHER,  /* ZeRO-2/3 parameters gathered whole for a module's use */
+    MF_MEM_COMM,         /* communication buffers: gradient buckets, ZeRO's, boxing's */
+    MF_MEM_LOGITS,       /* the fused head and loss: logits chunks and their gradient */
+    MF_MEM_USES
+} mf_memory_use;
+/* Every allocator together: the bytes requested for each use, and the
+ * size classes' slack (the rest of in_use). */
+typedef struct mf_memory_breakdown {
+    int64_t bytes[MF_MEM_USES];
+    int64_t slack;
+} mf_memory_breakdown;
+/* now, and at the moment of the peak since the last reset (either NULL) */
+MF_API void mf_memory_get_breakdown(mf_memory_breakdown *now, mf_memory_breakdown *at_peak);
+/* Marks this thread's tensors made from now on as for use u; returns
+ * the use before, to restore. */
+MF_API mf_memory_use mf_memory_use_begin(mf_memory_use u);
 /* Give cached blocks back to the system. */
 MF_API void mf_memory_empty_cache(void);
 /* Caps the bytes a device's allocator hands out at once (cached blocks

@@ -132,7 +132,7 @@ static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, 
         if (outer == 1) {
             MF_TRY_OUT(mfi_allgather(comm, mf_tensor_data(in), mf_tensor_data(out), cnt, dt));
         } else {
-            tmp = mfi_alloc(tmp_bytes = (size_t)mf_tensor_numel(out) * es + 1);
+            tmp = mfi_alloc_use(MF_DEV_CPU, tmp_bytes = (size_t)mf_tensor_numel(out) * es + 1, MF_MEM_COMM);
             if (!tmp) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
             MF_TRY_OUT(mfi_allgather(comm, mf_tensor_data(in), tmp, cnt, dt));
             size_t off = 0;
@@ -147,7 +147,7 @@ static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, 
         int64_t outer = prod(pb.count, 0, ax), inner = prod(pb.count, ax + 1, nd), s0, len;
         out = new_like(dt, nd, ob.count, false);
         /* pieces along the outermost axis are already back to back */
-        tmp = outer == 1 ? NULL : mfi_alloc(tmp_bytes = (size_t)mf_tensor_numel(in) * es + 1);
+        tmp = outer == 1 ? NULL : mfi_alloc_use(MF_DEV_CPU, tmp_bytes = (size_t)mf_tensor_numel(in) * es + 1, MF_MEM_COMM);
         if (!out || (outer != 1 && !tmp)) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
         size_t off = 0;
         for (int r = 0; r < n; r++) {
@@ -169,7 +169,7 @@ static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, 
         out = new_like(dt, nd, ob.count, false);
         if (!out) MF_TRY_OUT(mf_last_status());
         nout = (size_t)mf_tensor_numel(out);
-        tmp = mfi_alloc(tmp_bytes = (nin + nout) * es + 1);
+        tmp = mfi_alloc_use(MF_DEV_CPU, tmp_bytes = (nin + nout) * es + 1, MF_MEM_COMM);
         if (!tmp) MF_FAIL_OUT(MF_ERR_NOMEM, "boxing: out of memory");
         char *sbuf = tmp, *rbuf = (char *)tmp + nin * es;
         int64_t so = prod(ib.count, 0, B), si = prod(ib.count, B + 1, nd);
@@ -198,7 +198,7 @@ static mf_status box_step(const box_attrs *a, mf_nd_sbp *cur, int d, mf_sbp to, 
     *cur = nxt;
 out:
     free(cnt);
-    if (tmp) mfi_free(tmp, tmp_bytes);
+    if (tmp) mfi_free_use(MF_DEV_CPU, tmp, tmp_bytes, MF_MEM_COMM);
     if (st != MF_OK) {
         mf_tensor_destroy(out);
         return st;

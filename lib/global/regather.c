@@ -69,7 +69,9 @@ mf_tensor *mfi_gather_transient(mf_tensor *w, const mf_nd_sbp *to)
 static mf_status regather_fill(mfi_rebuild *b, mf_tensor *bare)
 {
     regather *r = (regather *)b;
+    mf_memory_use was = mf_memory_use_begin(MF_MEM_ZERO_GATHER);
     mf_tensor *g = gather(r->param, &r->to);
+    mf_memory_use_begin(was);
     if (!g) return mfi_error_context("gathering '%s' again for backward", mf_tensor_name(r->param));
     mf_tensor *l = g->global->local;
     if (!l || !l->storage) {

@@ -122,7 +122,9 @@ static void start(mf_module *m)
     if (u->stage < 3 || u->depth) return;
     for (int i = 0; i < u->n; i++)
         if (u->p[i].split && !u->p[i].pf) {
+            mf_memory_use was = mf_memory_use_begin(MF_MEM_ZERO_GATHER);
             u->p[i].pf = mfi_gather_start(m->params[i].t, &u->p[i].to);
+            mf_memory_use_begin(was);
             u->p[i].version = version_of(m->params[i].t);
         }
 }
@@ -150,11 +152,18 @@ static mf_tensor *gathered_(mf_module *m, int i, bool again)
  * gradient goes to the sink (mfi_use_sunk) */
 static mf_tensor *gathered(mf_module *m, int i, bool again)
 {
-    if (!mfi_use_sink_on()) return gathered_(m, i, again);
-    bool prev = mf_set_grad_enabled(false);
-    mf_tensor *g = gathered_(m, i, again);
-    mf_set_grad_enabled(prev);
-    return g && prev ? mfi_use_sunk(m->params[i].t, g) : g;
+    mf_memory_use was = mf_memory_use_begin(MF_MEM_ZERO_GATHER);
+    mf_tensor *g;
+    if (!mfi_use_sink_on()) {
+        g = gathered_(m, i, again);
+    } else {
+        bool prev = mf_set_grad_enabled(false);
+        g = gathered_(m, i, again);
+        mf_set_grad_enabled(prev);
+        if (g && prev) g = mfi_use_sunk(m->params[i].t, g);
+    }
+    mf_memory_use_begin(was);
+    return g;
 }
 
 static void put_back(mf_module *m)

@@ -148,7 +148,7 @@ out:
     return st;
 }
 
-static mf_status lx_forward(mfi_call *c, mf_tensor **out)
+static mf_status lx_forward_(mfi_call *c, mf_tensor **out)
 {
     const lx_attrs *a = c->attrs;
     mf_tensor *x = mfi_contiguous_raw(c->in[0]), *w = mfi_contiguous_raw(c->in[1]), *t = mfi_contiguous_raw(c->in[2]);
@@ -234,6 +234,16 @@ out:
     return st;
 }
 
+/* its logits chunks and the saved gradient of the logits: the head's
+ * memory (MF_MEM_LOGITS) */
+static mf_status lx_forward(mfi_call *c, mf_tensor **out)
+{
+    mf_memory_use was = mf_memory_use_begin(MF_MEM_LOGITS);
+    mf_status st = lx_forward_(c, out);
+    mf_memory_use_begin(was);
+    return st;
+}
+
 static mf_status lx_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
 {
     const lx_attrs *a = c->attrs;
@@ -243,7 +253,9 @@ static mf_status lx_backward(mfi_call *c, mf_tensor *gy, mf_tensor **gx)
     mf_tensor *g = NULL, *dg = NULL;   /* the per-row or overall scale, and dlogits scaled by it */
     if (a->r == MF_REDUCTION_NONE) {
         g = mf_unsqueeze(gy, 1);
+        mf_memory_use was = mf_memory_use_begin(MF_MEM_LOGITS);
         dg = g ? mf_mul(d, g) : NULL;
+        mf_memory_use_begin(was);
     } else {
         int64_t cnt = a->count ? a->count : N;
         g = a->r == MF_REDUCTION_MEAN ? mf_scale(gy, cnt ? 1.0 / (double)cnt : 0.0) : mf_tensor_retain(gy);

@@ -19,7 +19,7 @@ static mf_status host_setup(const mf_optim *o, mfi_bucket *b)
     return b->buf ? MF_OK : mfi_error(MF_ERR_NOMEM, "gradient buckets: out of memory");
 }
 
-static void host_release(mfi_bucket *b) { mfi_host_buffer_free(b->buf, b->pinned); }
+static void host_release(mfi_bucket *b) { mfi_host_buffer_free(b->buf, bytes_of(b), b->pinned); }
 
 static mf_status host_pack(mfi_bucket *b, int slot, const mfi_opt_param *p, mf_tensor *g)
 {

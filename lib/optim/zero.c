@@ -133,7 +133,7 @@ static void rows_of(const mfi_opt_param *p, int n, int q, int64_t *row0, int64_t
 static void zero_release(mfi_bucket *b)
 {
     zero_part *z = b->part;
-    mfi_host_buffer_free(b->buf, b->pinned);
+    mfi_host_buffer_free(b->buf, (size_t)b->numel * mf_dtype_size(b->dt) + 1, b->pinned);
     if (!z) return;
     free(z->counts);
     free(z->pos);
