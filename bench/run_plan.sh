@@ -36,6 +36,7 @@ bench_model() {   # bench_model NAME FLAGS...
     echo "## $name on $np ranks: $(wc -l <"$T/grid") plans, searched in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s"
     printf '%-64s %10s %10s %14s %6s %10s %10s %6s\n' plan pred_ms meas_ms spread meas/pred pred_MiB meas_MiB ratio
     : >"$T/measured"
+    # shellcheck disable=SC2034  # the fields not shown
     while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak params grads optim gathers commbuf logits slack json <&3; do
         [ "$ok" = 1 ] || continue
         f=$flags

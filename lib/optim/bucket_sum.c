@@ -64,11 +64,11 @@ const mfi_bucket_kind mfi_bucket_allreduce = {
 static mf_status gpu_setup(const mf_optim *o, mfi_bucket *b)
 {
     (void)o;
-    b->buf = mfi_alloc_on(MF_DEV_CUDA, bytes_of(b));
+    b->buf = mfi_alloc_use(MF_DEV_CUDA, bytes_of(b), MF_MEM_COMM);
     return b->buf ? MF_OK : mfi_error(MF_ERR_NOMEM, "gradient buckets: out of GPU memory");
 }
 
-static void gpu_release(mfi_bucket *b) { mfi_free_on(MF_DEV_CUDA, b->buf, bytes_of(b)); }
+static void gpu_release(mfi_bucket *b) { mfi_free_use(MF_DEV_CUDA, b->buf, bytes_of(b), MF_MEM_COMM); }
 
 static mf_status gpu_pack(mfi_bucket *b, int slot, const mfi_opt_param *p, mf_tensor *g)
 {
