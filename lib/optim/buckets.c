@@ -371,3 +371,39 @@ void mfi_grad_buckets_scaled(const mf_tensor_list *params, double coef)
             if (gb->b[k].kind->scale) gb->b[k].kind->scale(&gb->b[k], coef);
     }
 }
+
+/* The squared L2 norm of params' summed gradients where ZeRO buckets of
+ * one communicator hold every one of them: each rank's summed rows (the
+ * shards the reduce-scatter left, which the step updates) in one
+ * allreduce, instead of summing each parameter's gradient again. False,
+ * with nothing done, for any other list and in deterministic mode (whose
+ * norm keeps its order). */
+bool mfi_grad_buckets_zero_sumsq(const mf_tensor_list *params, double *sq, mf_status *st)
+{
+    mfi_grad_buckets *gb = live;
+    while (gb && !holds_any(gb, params)) gb = gb->next_live;
+    if (!gb || mfi_coll_deterministic()) return false;
+    mfi_comm *comm = NULL;
+    for (int i = 0; i < params->n; i++) {
+        if (!mf_tensor_grad(params->items[i].tensor)) continue;
+        int k = param_of(gb, mfi_local(params->items[i].tensor)), b = k >= 0 ? gb->bucket_of[k] : -1;
+        if (b < 0 || gb->b[b].kind != &mfi_bucket_zero || !gb->o->params[k].zgrad || (comm && gb->b[b].comm != comm) ||
+            (gb->b[b].dt != MF_F32 && gb->b[b].dt != MF_F64))
+            return false;
+        comm = gb->b[b].comm;
+    }
+    double local = 0;
+    for (int i = 0; i < params->n; i++) {
+        if (!mf_tensor_grad(params->items[i].tensor)) continue;
+        int k = param_of(gb, mfi_local(params->items[i].tensor));
+        const mfi_opt_param *p = &gb->o->params[k];
+        const int64_t n = mfi_sim_on() ? 0 : p->rows * p->inner;   /* a simulated rank's rows have no bytes */
+        if (gb->b[gb->bucket_of[k]].dt == MF_F64)
+            for (int64_t e = 0; e < n; e++) local += ((const double *)p->zgrad)[e] * ((const double *)p->zgrad)[e];
+        else
+            for (int64_t e = 0; e < n; e++) local += (double)((const float *)p->zgrad)[e] * ((const float *)p->zgrad)[e];
+    }
+    *st = comm ? mfi_allreduce(comm, &local, sq, 1, MF_F64) : MF_OK;
+    if (!comm) *sq = 0;
+    return comm != NULL;
+}

@@ -61,6 +61,9 @@ mf_status mfi_grad_buckets_flush(const mf_tensor_list *params);
 /* After mf_clip_grad_norm scaled params' gradients by coef: the ZeRO
  * shards the flush made for them are scaled too. */
 void mfi_grad_buckets_scaled(const mf_tensor_list *params, double coef);
+/* mf_clip_grad_norm's squared norm from ZeRO buckets' summed shards, in
+ * one allreduce (buckets.c); false where they do not hold every gradient. */
+bool mfi_grad_buckets_zero_sumsq(const mf_tensor_list *params, double *sq, mf_status *st);
 
 /* ---- ZeRO-1 (zero.c) */
 /* The communicator over which parameter i's state is split, or NULL
