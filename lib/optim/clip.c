@@ -7,7 +7,7 @@
 #include "lib/optim/optim_internal.h"
 #include "lib/global/global_internal.h"
 
-/* The sum of squares of one local piece, into *v. */
+/* The sum of squares of t (a local piece, or a whole global tensor), into *v. */
 static mf_status piece_sumsq(mf_tensor *local, double *v)
 {
     mf_tensor *s = mfi_reduce(MFI_RED_SUMSQ, local, 0, NULL, false);
@@ -81,10 +81,7 @@ mf_status mf_clip_grad_norm(const mf_tensor_list *params, double max_norm, doubl
             sq += whole;
             continue;
         }
-        mf_tensor *s = mfi_reduce(MFI_RED_SUMSQ, g, 0, NULL, false);
-        if (!s) st = mf_last_status();
-        else sq += mf_tensor_item(s);
-        mf_tensor_destroy(s);
+        if ((st = piece_sumsq(g, &whole)) == MF_OK) sq += whole;   /* a global g: its collective */
     }
     double norm = sqrt(sq);
     if (total_norm) *total_norm = norm;
