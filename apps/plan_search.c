@@ -195,8 +195,26 @@ static void explain(const mf_graph *g, const mf_calibration *cal, int rank)
     }
 }
 
+/* The size-class slack of the gradient buckets' buffers, which
+ * mf_optim_zero_grad makes before the first backward: one buffer per
+ * bucket, sized by the whole model, so unlike the rest of the slack it
+ * does not grow block by block. */
+static mf_status bucket_slack(mf_optim *o, int64_t *slack)
+{
+    *slack = 0;
+    if (!o) return MF_OK;
+    mf_memory_breakdown a, b;
+    mf_memory_get_breakdown(&a, NULL);
+    mf_status st = mf_optim_zero_grad(o);
+    mf_memory_get_breakdown(&b, NULL);
+    *slack = b.slack - a.slack;
+    return st;
+}
+
+/* build_only: the model and its buckets, no step (out->bucket_slack). */
 static mf_status simulate_rank(const train_opts *base, const candidate *c, int ranks, int per_node, int rank,
-                               const mf_calibration *cal, candidate *out, char *why, size_t len, bool show)
+                               const mf_calibration *cal, candidate *out, char *why, size_t len, bool show,
+                               bool build_only)
 {
     run r;
     memset(&r, 0, sizeof r);
@@ -228,9 +246,15 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
         }
         rows = B / (r.par.shard_count > 0 ? r.par.shard_count : 1);
     }
+    int64_t bslack = 0;
+    if (st == MF_OK) {
+        st = bucket_slack(r.optim, &bslack);
+        if (st != MF_OK) snprintf(why, len, "the buckets: %.240s", mf_last_error());
+    }
+    if (build_only) out->bucket_slack = bslack;
     mf_graph *g = NULL;
     double t_peak = 0;
-    for (int step = 0; step < 2 && st == MF_OK; step++) {
+    for (int step = 0; step < 2 && st == MF_OK && !build_only; step++) {
         /* the batch in the memory the model computes in (the meta device):
          * its micro-batches are views of it, as on the host */
         mf_tensor *x = r.gpt ? mf_zeros(MF_I64, 2, (int64_t[]){rows, T}) : mf_zeros(MF_F32, 4, (int64_t[]){rows, 1, 28, 28});
@@ -260,6 +284,8 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
         for (int k = 0; k < MF_COMM_KINDS; k++) out->comm_bytes += mf_graph_comm_bytes(g, (mf_comm_kind)k);
         if ((int64_t)t_peak > out->peak) {
             out->peak = (int64_t)t_peak;
+            out->peak_rank = rank;
+            out->bucket_slack = bslack;
             int64_t p = 0, gr = 0;
             for (int i = 0; r.params && i < r.params->n; i++) {
                 mf_tensor *w = r.params->items[i].tensor;
@@ -295,7 +321,7 @@ static mf_status simulate_stages(const train_opts *base, candidate *c, int ranks
     for (int s = 0; s < c->pp; s++) {
         if (c->pp > 8 && s != 0 && s != c->pp / 2 && s != c->pp - 1) continue;
         mf_status st = simulate_rank(base, c, ranks, per_node, s * (ranks / c->pp), cal, c, c->why, sizeof c->why,
-                                     c->explain && s == 0);
+                                     c->explain && s == 0, false);
         if (st != MF_OK) return st;
     }
     return MF_OK;
@@ -361,6 +387,17 @@ void plan_predict(const train_opts *base, int ranks, int per_node, const mf_cali
         c->comm = (int64_t)LIN(comm);
         c->logits = (int64_t)LIN(logits);
         c->slack = (int64_t)LIN(slack);
+        /* the buckets' buffers hold the whole model's gradients: their
+         * slack at full depth is the allocator's rounding of those sizes */
+        candidate full = *c;
+        if (simulate_rank(base, c, ranks, per_node, two.peak_rank, cal, &full, c->why, sizeof c->why, false, true) !=
+            MF_OK)
+            return;
+        const int64_t fix = full.bucket_slack - (int64_t)LIN(bucket_slack);
+        c->slack += fix;
+        c->peak += fix;
+        c->peak_rank = two.peak_rank;
+        c->bucket_slack = full.bucket_slack;
         candidate_rest(c);
         c->comm_bytes = LIN(comm_bytes);
 #undef LIN

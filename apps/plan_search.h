@@ -32,6 +32,8 @@ typedef struct candidate {
     int64_t params, grads, optim, other;   /* that rank's parts of it: other, activations and temporaries, */
     int64_t gather, comm, logits, slack;   /* and ZeRO gathers, communication buffers, the head's logits and
                                             * the allocator's size-class slack at the peak */
+    int64_t bucket_slack;       /* the part of slack in the gradient buckets' buffers */
+    int peak_rank;              /* the simulated rank of the peak */
     double comm_bytes;          /* its messages per step */
     bool explain;               /* plan_predict prints its first rank's step, entry by entry */
     char layout[240];           /* tensor parallel: what the layout search chose, in words */
