@@ -163,7 +163,7 @@ static const layout_entry *layout_for(const train_opts *base, int tp, int dp, in
 /* the peak's activations and temporaries: what the other parts leave */
 static void candidate_rest(candidate *c)
 {
-    c->other = c->peak - c->params - c->grads - c->optim - c->gather - c->comm - c->logits - c->slack;
+    c->other = c->peak - c->params - c->grads_peak - c->optim - c->gather - c->comm - c->logits - c->slack;
 }
 
 static int64_t piece(mf_tensor *t)
@@ -195,18 +195,23 @@ static void explain(const mf_graph *g, const mf_calibration *cal, int rank)
     }
 }
 
-/* The size-class slack of the gradient buckets' buffers, which
- * mf_optim_zero_grad makes before the first backward: one buffer per
- * bucket, sized by the whole model, so unlike the rest of the slack it
- * does not grow block by block. */
-static mf_status bucket_slack(mf_optim *o, int64_t *slack)
+/* The gradient buckets' buffers, which mf_optim_zero_grad makes before
+ * the first backward: the bytes they take (rounded to size classes) and
+ * the slack of that. One buffer per bucket of up to 25 MiB of the whole
+ * model's gradients, so unlike the rest of the memory they do not grow
+ * block by block. */
+static mf_status bucket_memory(mf_optim *o, int64_t *bytes, int64_t *slack)
 {
-    *slack = 0;
+    *bytes = *slack = 0;
     if (!o) return MF_OK;
     mf_memory_breakdown a, b;
+    mf_memory_stats sa, sb;
+    mf_memory_get_total_stats(&sa);
     mf_memory_get_breakdown(&a, NULL);
     mf_status st = mf_optim_zero_grad(o);
+    mf_memory_get_total_stats(&sb);
     mf_memory_get_breakdown(&b, NULL);
+    *bytes = sb.in_use - sa.in_use;
     *slack = b.slack - a.slack;
     return st;
 }
@@ -246,12 +251,15 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
         }
         rows = B / (r.par.shard_count > 0 ? r.par.shard_count : 1);
     }
-    int64_t bslack = 0;
+    int64_t bbytes = 0, bslack = 0;
     if (st == MF_OK) {
-        st = bucket_slack(r.optim, &bslack);
+        st = bucket_memory(r.optim, &bbytes, &bslack);
         if (st != MF_OK) snprintf(why, len, "the buckets: %.240s", mf_last_error());
     }
-    if (build_only) out->bucket_slack = bslack;
+    if (build_only) {
+        out->bucket_bytes = bbytes;
+        out->bucket_slack = bslack;
+    }
     mf_graph *g = NULL;
     double t_peak = 0;
     for (int step = 0; step < 2 && st == MF_OK && !build_only; step++) {
@@ -285,6 +293,7 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
         if ((int64_t)t_peak > out->peak) {
             out->peak = (int64_t)t_peak;
             out->peak_rank = rank;
+            out->bucket_bytes = bbytes;
             out->bucket_slack = bslack;
             int64_t p = 0, gr = 0;
             for (int i = 0; r.params && i < r.params->n; i++) {
@@ -295,8 +304,12 @@ static mf_status simulate_rank(const train_opts *base, const candidate *c, int r
             mf_memory_get_breakdown(&b1, NULL);
             out->params = p;
             out->grads = gr;
+            /* the gradients alive at the peak: fewer than after the step
+             * when the peak comes before backward has made them all */
+            out->grads_peak = bp.bytes[MF_MEM_GRADS] - b0.bytes[MF_MEM_GRADS];
             /* the tensors still held after the step that are neither */
-            const int64_t held = b1.bytes[MF_MEM_TENSORS] - b0.bytes[MF_MEM_TENSORS];
+            const int64_t held = b1.bytes[MF_MEM_TENSORS] + b1.bytes[MF_MEM_GRADS] - b0.bytes[MF_MEM_TENSORS] -
+                                 b0.bytes[MF_MEM_GRADS];
             out->optim = held - p - gr > 0 ? held - p - gr : 0;
             out->gather = bp.bytes[MF_MEM_ZERO_GATHER] - b0.bytes[MF_MEM_ZERO_GATHER];
             out->comm = bp.bytes[MF_MEM_COMM] - b0.bytes[MF_MEM_COMM];
@@ -375,32 +388,37 @@ void plan_predict(const train_opts *base, int ranks, int per_node, const mf_cali
         }
         const double k = L / c->pp - 1;
 #define LIN(f) (one.f + (two.f - one.f) * k)
+#define LINB(f) ((int64_t)llround(LIN(f)))   /* bytes */
         c->time.compute = LIN(time.compute);
         c->time.comm = LIN(time.comm);
         c->time.exposed_comm = LIN(time.exposed_comm);
         c->time.step = c->time.compute + c->time.exposed_comm;
-        c->peak = (int64_t)LIN(peak);
-        c->params = (int64_t)LIN(params);
-        c->grads = (int64_t)LIN(grads);
-        c->optim = (int64_t)LIN(optim);
-        c->gather = (int64_t)LIN(gather);
-        c->comm = (int64_t)LIN(comm);
-        c->logits = (int64_t)LIN(logits);
-        c->slack = (int64_t)LIN(slack);
+        c->peak = LINB(peak);
+        c->params = LINB(params);
+        c->grads = LINB(grads);
+        c->grads_peak = LINB(grads_peak);
+        c->optim = LINB(optim);
+        c->gather = LINB(gather);
+        c->comm = LINB(comm);
+        c->logits = LINB(logits);
+        c->slack = LINB(slack);
         /* the buckets' buffers hold the whole model's gradients: their
          * slack at full depth is the allocator's rounding of those sizes */
         candidate full = *c;
         if (simulate_rank(base, c, ranks, per_node, two.peak_rank, cal, &full, c->why, sizeof c->why, false, true) !=
             MF_OK)
             return;
-        const int64_t fix = full.bucket_slack - (int64_t)LIN(bucket_slack);
-        c->slack += fix;
+        const int64_t fix = full.bucket_bytes - LINB(bucket_bytes), fix_slack = full.bucket_slack - LINB(bucket_slack);
         c->peak += fix;
+        c->slack += fix_slack;
+        c->comm += fix - fix_slack;
         c->peak_rank = two.peak_rank;
+        c->bucket_bytes = full.bucket_bytes;
         c->bucket_slack = full.bucket_slack;
         candidate_rest(c);
         c->comm_bytes = LIN(comm_bytes);
 #undef LIN
+#undef LINB
     } else if (simulate_stages(base, c, ranks, per_node, cal) != MF_OK) {
         return;
     }
@@ -556,7 +574,7 @@ static void print_row(int i, const candidate *c)
     seconds(c->time.bubble, bu, sizeof bu);
     human(c->peak, pk, sizeof pk);
     human(c->params, pa, sizeof pa);
-    human(c->grads, gr, sizeof gr);
+    human(c->grads_peak, gr, sizeof gr);
     human(c->optim, op, sizeof op);
     human(c->other, ot, sizeof ot);
     human(c->gather, ga, sizeof ga);
@@ -605,10 +623,11 @@ int plan_search_main(const search_opts *so)
     int code = 0;
     if (so->tsv) {   /* for scripts: every plan, in rank order */
         for (int i = 0; i < n; i++)
-            printf("%s\t%d\t%d\t%d\t%d\t%.6g\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%s\n", c[i].flags, c[i].dp,
+            printf("%s\t%d\t%d\t%d\t%d\t%.6g\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%s\n", c[i].flags, c[i].dp,
                    c[i].tp, c[i].pp, c[i].ok, c[i].ok ? c[i].time.step : 0.0, (long long)c[i].peak,
                    (long long)c[i].params, (long long)c[i].grads, (long long)c[i].optim, (long long)c[i].gather,
-                   (long long)c[i].comm, (long long)c[i].logits, (long long)c[i].slack, c[i].plan_json);
+                   (long long)c[i].comm, (long long)c[i].logits, (long long)c[i].slack, (long long)c[i].grads_peak,
+                   c[i].plan_json);
         free(c);
         mf_calibration_destroy(cal);
         return 0;

@@ -29,10 +29,11 @@ typedef struct candidate {
     char why[256];
     mf_step_time time;          /* the slowest simulated rank's */
     int64_t peak;               /* bytes per rank: the most any simulated rank needs */
-    int64_t params, grads, optim, other;   /* that rank's parts of it: other, activations and temporaries, */
+    int64_t params, grads, optim;   /* that rank's parameters, gradients (all of them) and optimizer state */
+    int64_t grads_peak, other;      /* the peak's parts: the gradients alive then, activations and temporaries, */
     int64_t gather, comm, logits, slack;   /* and ZeRO gathers, communication buffers, the head's logits and
                                             * the allocator's size-class slack at the peak */
-    int64_t bucket_slack;       /* the part of slack in the gradient buckets' buffers */
+    int64_t bucket_bytes, bucket_slack;   /* the gradient buckets' buffers (as rounded), and their slack */
     int peak_rank;              /* the simulated rank of the peak */
     double comm_bytes;          /* its messages per step */
     bool explain;               /* plan_predict prints its first rank's step, entry by entry */

@@ -211,7 +211,7 @@ static int cmp_double(const void *a, const void *b)
  * predicts */
 /* the peak's parts (MiB) on the rank whose peak is the largest: ZeRO
  * gathers, communication buffers, the head's logits, size-class slack */
-#define PARTS 4
+#define PARTS 5   /* of the peak: ZeRO gathers, communication buffers, logits, slack, gradients */
 static void step_stats(const run *r, const meter *m, double *median_s, double *peak_mib, double parts[PARTS])
 {
     double t[STEP_TIMES];
@@ -225,10 +225,10 @@ static void step_stats(const run *r, const meter *m, double *median_s, double *p
     for (int k = 0; k < PARTS; k++) parts[k] = NAN;
     if (!v) return;
     const mf_memory_breakdown *a = &m->at_peak, *b = &r->mem_base_parts;
-    const int use[PARTS - 1] = {MF_MEM_ZERO_GATHER, MF_MEM_COMM, MF_MEM_LOGITS};
+    const int use[PARTS] = {MF_MEM_ZERO_GATHER, MF_MEM_COMM, MF_MEM_LOGITS, -1, MF_MEM_GRADS};   /* -1: slack */
     mine[0] = (double)m->peak / 1048576.0;
-    for (int k = 0; k < PARTS - 1; k++) mine[1 + k] = (double)(a->bytes[use[k]] - b->bytes[use[k]]) / 1048576.0;
-    mine[PARTS] = (double)(a->slack - b->slack) / 1048576.0;
+    for (int k = 0; k < PARTS; k++)
+        mine[1 + k] = (double)(use[k] < 0 ? a->slack - b->slack : a->bytes[use[k]] - b->bytes[use[k]]) / 1048576.0;
     if (mf_allreduce(v, nr * (PARTS + 1), MF_F64, MF_COLL_MPI) == MF_OK) {
         int most = 0;
         for (int i = 1; i < nr; i++)
@@ -310,32 +310,32 @@ static int final_report(run *r, const meter *m)
         printf("mpiflow-train: --plan auto: predicted %.2f ms a step and %.2f MiB per rank; measured %.2f ms (median) "
                "and %.2f MiB (the most of any rank)\n", p->time.step * 1e3, (double)p->peak / M, step_med * 1e3,
                peak_mib);
-        printf("mpiflow-train: --plan auto: of the peak, predicted / measured MiB: ZeRO gathers %.2f / %.2f, "
-               "communication buffers %.2f / %.2f, logits %.2f / %.2f, size-class slack %.2f / %.2f\n",
-               (double)p->gather / M, parts[0], (double)p->comm / M, parts[1], (double)p->logits / M, parts[2],
-               (double)p->slack / M, parts[3]);
+        printf("mpiflow-train: --plan auto: of the peak, predicted / measured MiB: gradients %.2f / %.2f, "
+               "ZeRO gathers %.2f / %.2f, communication buffers %.2f / %.2f, logits %.2f / %.2f, "
+               "size-class slack %.2f / %.2f\n", (double)p->grads_peak / M, parts[4], (double)p->gather / M, parts[0],
+               (double)p->comm / M, parts[1], (double)p->logits / M, parts[2], (double)p->slack / M, parts[3]);
         fflush(stdout);
     }
     if (r->o.eval && evaluate(r, &test_loss, &test_acc) != MF_OK) return report("evaluation", 1);
     if (r->gpt && mf_rank() == 0) {
         if (r->metrics && r->o.eval) fprintf(r->metrics, "%lld,,,,,,%.9g\n", (long long)r->total_steps, test_loss);
         printf("final val_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f time_s=%.1f "
-               "tokens_per_sec=%.0f step_ms=%.3f peak_mib=%.3f peak_parts_mib=%.3f,%.3f,%.3f,%.3f\n",
+               "tokens_per_sec=%.0f step_ms=%.3f peak_mib=%.3f peak_parts_mib=%.3f,%.3f,%.3f,%.3f,%.3f\n",
                test_loss, m->sum / (double)(r->total_steps - r->start_step), m->last_loss, (long long)r->total_steps,
                (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
                (double)(r->total_steps - r->start_step) * (double)r->o.batch_size * (double)r->sample_tokens / elapsed,
-               step_med * 1e3, peak_mib, parts[0], parts[1], parts[2], parts[3]);
+               step_med * 1e3, peak_mib, parts[0], parts[1], parts[2], parts[3], parts[4]);
         fflush(stdout);
         return 0;
     }
     if (mf_rank() == 0) {
         printf("final test_accuracy=%.4f test_loss=%.4f train_loss=%.4f last_loss=%.4f steps=%lld epochs=%.2f "
-               "time_s=%.1f samples_per_sec=%.0f step_ms=%.3f peak_mib=%.3f peak_parts_mib=%.3f,%.3f,%.3f,%.3f\n",
+               "time_s=%.1f samples_per_sec=%.0f step_ms=%.3f peak_mib=%.3f peak_parts_mib=%.3f,%.3f,%.3f,%.3f,%.3f\n",
                test_acc, test_loss, m->sum / (double)(r->total_steps - r->start_step), m->last_loss,
                (long long)r->total_steps,
                (double)r->total_steps / (double)r->steps_per_epoch, elapsed,
                (double)(r->total_steps - r->start_step) * (double)r->o.batch_size / elapsed, step_med * 1e3, peak_mib,
-               parts[0], parts[1], parts[2], parts[3]);
+               parts[0], parts[1], parts[2], parts[3], parts[4]);
         fflush(stdout);
     }
     return 0;

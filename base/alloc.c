@@ -202,6 +202,15 @@ void mfi_free_use(mf_device_type dev, void *p, size_t nbytes, int use)
     pthread_mutex_unlock(&lock);
 }
 
+void mfi_alloc_retag(size_t nbytes, int from, int to)
+{
+    if ((unsigned)from >= MF_MEM_USES || (unsigned)to >= MF_MEM_USES || from == to) return;
+    pthread_mutex_lock(&lock);
+    use_now[from] -= (int64_t)nbytes;
+    use_now[to] += (int64_t)nbytes;
+    pthread_mutex_unlock(&lock);
+}
+
 void *mfi_alloc(size_t nbytes) { return mfi_alloc_on(MF_DEV_CPU, nbytes); }
 void mfi_free(void *p, size_t nbytes) { mfi_free_on(MF_DEV_CPU, p, nbytes); }
 

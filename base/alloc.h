@@ -26,6 +26,9 @@ void mfi_free_on(mf_device_type dev, void *p, size_t nbytes);
  * freed with the use it was allocated for. */
 void *mfi_alloc_use(mf_device_type dev, size_t nbytes, int use);
 void mfi_free_use(mf_device_type dev, void *p, size_t nbytes, int use);
+/* nbytes (as allocated) handed over from use `from` to use `to`: a
+ * block that turned out to be for another use, as a gradient. */
+void mfi_alloc_retag(size_t nbytes, int from, int to);
 /* This thread's use for the tensors it makes (mf_memory_use_begin). */
 int mfi_memory_use_now(void);
 void mfi_empty_cache_on(mf_device_type dev);

@@ -37,7 +37,7 @@ bench_model() {   # bench_model NAME FLAGS...
     printf '%-64s %10s %10s %14s %6s %10s %10s %6s\n' plan pred_ms meas_ms spread meas/pred pred_MiB meas_MiB ratio
     : >"$T/measured"
     # shellcheck disable=SC2034  # the fields not shown
-    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak params grads optim gathers commbuf logits slack json <&3; do
+    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak params grads optim gathers commbuf logits slack gpeak json <&3; do
         [ "$ok" = 1 ] || continue
         f=$flags
         case $f in "("*) f="" ;; esac

@@ -237,6 +237,7 @@ static mf_status leaf_done(mf_tensor *leaf, mf_tensor *g, int *pending, bool syn
 {
     mf_status st = MF_OK;
     if (g) st = accumulate(&leaf->grad, g, true);
+    if (g && st == MF_OK) mfi_mark_grad(leaf->grad);
     mfi_global_grad_changed(leaf);
     if (--*pending == 0 && st == MF_OK && leaf->grad) {
         if (sync && sync_hook) sync_hook(leaf, sync_user);

@@ -96,6 +96,9 @@ mf_tensor *mfi_tensor_view(const mf_tensor *base, int ndim, const int64_t *shape
                            const int64_t *stride, int64_t offset);
 /* Same view, cut from the graph (no grad_fn, no requires_grad). */
 mf_tensor *mfi_tensor_alias(const mf_tensor *t);
+/* g has become a parameter's gradient: its bytes count as gradients in
+ * the allocator's breakdown (when g owns them whole). */
+void mfi_mark_grad(mf_tensor *g);
 void mfi_contig_strides(int ndim, const int64_t *shape, int64_t *stride);
 int64_t mfi_numel(int ndim, const int64_t *shape);
 char *mfi_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);

@@ -540,6 +540,16 @@ bool mf_tensor_is_leaf(const mf_tensor *t)
 }
 mf_tensor *mf_tensor_grad(const mf_tensor *t) { return t->global ? mfi_global_grad((mf_tensor *)t) : t->grad; }
 
+void mfi_mark_grad(mf_tensor *g)
+{
+    mfi_storage *s = g ? g->storage : NULL;
+    if (!s || !s->data || s->refcount != 1 || s->use != MF_MEM_TENSORS ||
+        (size_t)mf_tensor_numel(g) * mf_dtype_size(g->dtype) != s->nbytes)
+        return;   /* shared with, or a view of, other bytes: left as they are */
+    mfi_alloc_retag(s->nbytes, s->use, MF_MEM_GRADS);
+    s->use = MF_MEM_GRADS;
+}
+
 mf_status mf_tensor_set_grad(mf_tensor *t, mf_tensor *grad)
 {
     if (t->global) return mfi_global_set_grad(t, grad);
@@ -554,6 +564,7 @@ mf_status mf_tensor_set_grad(mf_tensor *t, mf_tensor *grad)
     mf_tensor_retain(grad);
     mf_tensor_destroy(t->grad);
     t->grad = grad;
+    mfi_mark_grad(grad);
     return MF_OK;
 }
 

@@ -37,7 +37,7 @@ check_memory() {
     "$PLAN" "$@" --ranks "$np" --tsv >"$T/all" 2>"$T/grid.err" || { cat "$T/grid.err"; fail "mpiflow-plan --tsv: exit $?"; }
     awk -v k="$every" '(NR - 1) % k == 0' "$T/all" >"$T/grid"
     n=0
-    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak params grads optim gathers commbuf logits slack json <&3; do
+    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak params grads optim gathers commbuf logits slack gpeak json <&3; do
         [ "$ok" = 1 ] || continue
         label=$flags
         case $flags in "("*) flags="" ;; esac
@@ -53,13 +53,14 @@ check_memory() {
         got=$(final_field peak_mib)
         awk -v p="$peak" -v g="$got" -v t="$tol" 'BEGIN { p /= 1048576; d = (g - p) / p; exit !(d < t && d > -t) }' ||
             fail "$label on $np ranks: predicted $peak bytes, measured $got MiB"
-        # and its parts: ZeRO gathers, communication buffers, logits, slack
+        # and its parts: ZeRO gathers, communication buffers, logits, slack,
+        # and the gradients alive at that moment
         parts=$(final_field peak_parts_mib)
-        awk -v pr="$gathers,$commbuf,$logits,$slack" -v m="$parts" -v pk="$got" 'BEGIN {
-                split(pr, p, ","); split(m, g, ",")
-                for (i = 1; i <= 4; i++) { d = g[i] - p[i] / 1048576; if (d < 0) d = -d; if (d > 0.02 + 0.01 * pk) exit 1 }
-            }' || fail "$label on $np ranks: the peak's parts predicted $gathers,$commbuf,$logits,$slack bytes, measured $parts MiB"
-        echo "ok: $label (${dp}x${tp}x${pp}) on $np ranks: predicted $(awk -v p="$peak" 'BEGIN { printf "%.3f", p / 1048576 }') MiB, measured $got MiB (gathers, buffers, logits, slack: $parts)"
+        awk -v pr="$gathers,$commbuf,$logits,$slack,$gpeak" -v m="$parts" -v pk="$got" 'BEGIN {
+                split(pr, p, ","); n = split(m, g, ","); if (n != 5) exit 1
+                for (i = 1; i <= 5; i++) { d = g[i] - p[i] / 1048576; if (d < 0) d = -d; if (d > 0.02 + 0.01 * pk) exit 1 }
+            }' || fail "$label on $np ranks: the peak's parts predicted $gathers,$commbuf,$logits,$slack,$gpeak bytes, measured $parts MiB"
+        echo "ok: $label (${dp}x${tp}x${pp}) on $np ranks: predicted $(awk -v p="$peak" 'BEGIN { printf "%.3f", p / 1048576 }') MiB, measured $got MiB (gathers, buffers, logits, slack, gradients: $parts)"
         n=$((n + 1))
     done 3<"$T/grid"
     [ "$n" -ge 3 ] || fail "only $n plans ran for $RUNFLAGS on $np ranks"

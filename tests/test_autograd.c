@@ -203,6 +203,37 @@ START_TEST(tape_is_freed)
 }
 END_TEST
 
+/* A gradient's bytes count as gradients in the allocator's breakdown
+ * from when backward hands them to the parameter until they are freed;
+ * the activations of the step stay tensors. */
+START_TEST(gradients_in_breakdown)
+{
+    mf_tensor *w = mf_randn(MF_F32, MF_DIMS(128, 64));
+    mf_tensor_set_requires_grad(w, true);
+    mf_tensor *x = mf_randn(MF_F32, MF_DIMS(32, 128));
+    mf_memory_breakdown b0, b1, b2, b3;
+    mf_memory_get_breakdown(&b0, NULL);
+    mf_tensor *y = mf_matmul(x, w), *s = mf_sum_all(y);
+    mf_memory_get_breakdown(&b1, NULL);
+    ck_assert_int_eq(b1.bytes[MF_MEM_GRADS], b0.bytes[MF_MEM_GRADS]);
+    ck_assert(b1.bytes[MF_MEM_TENSORS] >= b0.bytes[MF_MEM_TENSORS] + 32 * 64 * 4);
+    ck_assert_ok(mf_backward(s));
+    mf_memory_get_breakdown(&b2, NULL);
+    ck_assert_int_eq(b2.bytes[MF_MEM_GRADS] - b0.bytes[MF_MEM_GRADS], 128 * 64 * 4);
+    /* a gradient set by hand counts too, and the one it replaces goes */
+    mf_tensor *g = mf_zeros(MF_F32, MF_DIMS(128, 64));
+    ck_assert_ok(mf_tensor_set_grad(w, g));
+    mf_tensor_destroy(g);
+    mf_memory_get_breakdown(&b3, NULL);
+    ck_assert_int_eq(b3.bytes[MF_MEM_GRADS] - b0.bytes[MF_MEM_GRADS], 128 * 64 * 4);
+    ck_assert_ok(mf_tensor_set_grad(w, NULL));
+    mf_memory_get_breakdown(&b3, NULL);
+    ck_assert_int_eq(b3.bytes[MF_MEM_GRADS], b0.bytes[MF_MEM_GRADS]);
+    mf_tensor *all[] = {w, x, y, s};
+    for (int k = 0; k < 4; k++) mf_tensor_destroy(all[k]);
+}
+END_TEST
+
 START_TEST(long_chain_release)
 {
     mf_tensor *x = mf_ones(MF_F32, MF_DIMS(4));
@@ -231,6 +262,7 @@ static Suite *suite(void)
     tcase_add_test(tc, custom_op);
     tcase_add_test(tc, grad_ready_hook);
     tcase_add_test(tc, tape_is_freed);
+    tcase_add_test(tc, gradients_in_breakdown);
     tcase_add_test(tc, long_chain_release);
     suite_add_tcase(s, tc);
     return s;

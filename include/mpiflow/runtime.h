@@ -136,10 +136,11 @@ MF_API void mf_memory_get_total_stats(mf_memory_stats *st);
  * parameters, gradients, optimizer state, activations and every
  * temporary; the rest are marked where they are made. */
 typedef enum mf_memory_use {
-    MF_MEM_TENSORS,      /* parameters, gradients, optimizer state, activations, temporaries */
+    MF_MEM_TENSORS,      /* parameters, optimizer state, activations, temporaries */
     MF_MEM_ZERO_GATHER,  /* ZeRO-2/3 parameters gathered whole for a module's use */
     MF_MEM_COMM,         /* communication buffers: gradient buckets, ZeRO's, boxing's */
     MF_MEM_LOGITS,       /* the fused head and loss: logits chunks and their gradient */
+    MF_MEM_GRADS,        /* parameters' gradients, from when backward hands them over */
     MF_MEM_USES
 } mf_memory_use;
 /* Every allocator together: the bytes requested for each use, and the
