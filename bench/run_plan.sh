@@ -13,7 +13,8 @@
 #   4. the auto plan's place among the measured, at no memory limit and
 #      at a limit below plain data parallel's predicted peak.
 # Run from the build directory. Takes a while: about STEPS x ROUNDS steps
-# for each of some 100 plans.
+# for each of some 100 plans. MODELS="LeNet ViT" runs only those models
+# (default: LeNet ViT GPT).
 set -u
 np=${1:-4}
 steps=${2:-12}
@@ -26,9 +27,11 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 echo "# bench/run_plan.sh $np $steps $rounds: $(date -u +%Y-%m-%d), $(nproc --all) core(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 "$MPIEXEC" -n "$np" ./mpiflow-bench calibrate --out "$T/cal.txt" | sed 's/^/# /'
 
+models=${MODELS:-LeNet ViT GPT}
 bench_model() {   # bench_model NAME FLAGS...
     name=$1
     shift
+    case " $models " in *" ${name%% *} "*) ;; *) return ;; esac
     t0=$(date +%s.%N)
     ./mpiflow-plan "$@" --ranks "$np" --calibration "$T/cal.txt" --tsv >"$T/grid" || { echo "mpiflow-plan failed"; return; }
     t1=$(date +%s.%N)
