@@ -216,7 +216,8 @@ static mf_status bucket_memory(mf_optim *o, int64_t *bytes, int64_t *slack)
     return st;
 }
 
-/* build_only: the model and its buckets, no step (out->bucket_slack). */
+/* build_only: the model and its buckets, no step (out->bucket_bytes and
+ * bucket_slack only). */
 static mf_status simulate_rank(const train_opts *base, const candidate *c, int ranks, int per_node, int rank,
                                const mf_calibration *cal, candidate *out, char *why, size_t len, bool show,
                                bool build_only)
@@ -402,8 +403,8 @@ void plan_predict(const train_opts *base, int ranks, int per_node, const mf_cali
         c->comm = LINB(comm);
         c->logits = LINB(logits);
         c->slack = LINB(slack);
-        /* the buckets' buffers hold the whole model's gradients: their
-         * slack at full depth is the allocator's rounding of those sizes */
+        /* the buckets' buffers hold the whole model's gradients: at full
+         * depth their bytes and slack are those of the full model's buckets */
         candidate full = *c;
         if (simulate_rank(base, c, ranks, per_node, two.peak_rank, cal, &full, c->why, sizeof c->why, false, true) !=
             MF_OK)

@@ -210,8 +210,9 @@ static int cmp_double(const void *a, const void *b)
  * peak memory per rank, the largest of any rank: what mpiflow-plan
  * predicts */
 /* the peak's parts (MiB) on the rank whose peak is the largest: ZeRO
- * gathers, communication buffers, the head's logits, size-class slack */
-#define PARTS 5   /* of the peak: ZeRO gathers, communication buffers, logits, slack, gradients */
+ * gathers, communication buffers, the head's logits, size-class slack
+ * and the gradients alive then */
+#define PARTS 5
 static void step_stats(const run *r, const meter *m, double *median_s, double *peak_mib, double parts[PARTS])
 {
     double t[STEP_TIMES];
