@@ -1,8 +1,8 @@
 # apps/: the programs users run.
 bin_PROGRAMS += mpiflow-train
-mpiflow_train_SOURCES = apps/train.c apps/train_run.c apps/plan_search.c apps/train_opts.c apps/train_gpt.c apps/parallel.c apps/plan_flags.c apps/preempt.c apps/train_device.c apps/train_task.c
+mpiflow_train_SOURCES = apps/train.c apps/train_run.c apps/plan_search.c apps/plan_trial.c apps/train_opts.c apps/train_gpt.c apps/parallel.c apps/plan_flags.c apps/preempt.c apps/train_device.c apps/train_task.c
 mpiflow_train_LDADD = libmpiflow.la -lm
-noinst_HEADERS += apps/train_opts.h apps/train_gpt.h apps/parallel.h apps/plan_flags.h apps/preempt.h  apps/train_device.h apps/train_task.h apps/train_run.h apps/ckpt_hf.h
+noinst_HEADERS += apps/train_opts.h apps/train_gpt.h apps/parallel.h apps/plan_flags.h apps/preempt.h  apps/train_device.h apps/train_task.h apps/train_run.h apps/plan_trial.h apps/ckpt_hf.h
 bin_PROGRAMS += mpiflow-plan
 mpiflow_plan_SOURCES = apps/plan.c apps/plan_search.c apps/train_run.c apps/train_opts.c apps/train_gpt.c apps/parallel.c \
 	apps/plan_flags.c apps/train_task.c

@@ -698,8 +698,10 @@ int plan_search_main(const search_opts *so)
     return code;
 }
 
-int plan_auto(train_opts *o, candidate *best)
+int plan_auto(train_opts *o, candidate *best, candidate **lead, int *nlead)
 {
+    *lead = NULL;
+    *nlead = 0;
     int ranks = mf_world_size(), per_node = mf_local_size(), n = 0, code = 0;
     mf_calibration *cal = o->calibration ? mf_calibration_load(o->calibration) : mf_calibration_default();
     if (!cal) {
@@ -744,6 +746,11 @@ int plan_auto(train_opts *o, candidate *best)
         }
         plan_apply_candidate(o, best);
         o->plan = NULL;
+        int k = o->plan_trials > 1 ? o->plan_trials : 0;
+        *lead = k ? malloc((size_t)k * sizeof **lead) : NULL;
+        for (int i = 0; *lead && i < n && *nlead < k; i++)
+            if (c[i].ok && (!o->memory || c[i].peak <= o->memory) && c[i].time.step <= PLAN_TRIAL_SPAN * c[0].time.step)
+                (*lead)[(*nlead)++] = c[i];
     }
     free(c);
     mf_calibration_destroy(cal);

@@ -53,8 +53,12 @@ void plan_rank(candidate *c, int n, int64_t memory);
 void plan_apply_candidate(train_opts *o, const candidate *c);
 /* --plan auto: the fastest plan that fits o->memory on this launch's
  * ranks, set on o (and *best); every rank chooses the same. 0, or 2
- * with the reason printed (no plan fits: the memory that would do). */
-int plan_auto(train_opts *o, candidate *best);
+ * with the reason printed (no plan fits: the memory that would do).
+ * *lead (free it) gets the up to o->plan_trials plans that fit and are
+ * predicted within PLAN_TRIAL_SPAN of the fastest, fastest first, for
+ * plan_trial; *nlead their count. */
+#define PLAN_TRIAL_SPAN 1.5
+int plan_auto(train_opts *o, candidate *best, candidate **lead, int *nlead);
 /* Writes candidate c's plan (for ranks) as JSON to path; 0 or 2. */
 int plan_write_best(const train_opts *base, const candidate *c, int ranks, const char *path);
 /* mpiflow-plan's work: candidates, predictions, the table, --write. The

@@ -25,6 +25,7 @@
 #include "apps/train_task.h"
 #include "apps/train_run.h"
 #include "apps/plan_search.h"
+#include "apps/plan_trial.h"
 #include "mpiflow.h"
 
 #define EXIT_BAD_INPUT 2
@@ -308,8 +309,8 @@ static int final_report(run *r, const meter *m)
     if (r->autoplan && mf_rank() == 0) {
         const double M = 1048576.0;
         const candidate *p = &r->predicted;
-        printf("mpiflow-train: --plan auto: predicted %.2f ms a step and %.2f MiB per rank; measured %.2f ms (median) "
-               "and %.2f MiB (the most of any rank)\n", p->time.step * 1e3, (double)p->peak / M, step_med * 1e3,
+        printf("mpiflow-train: --plan auto: ran %s; predicted %.2f ms a step and %.2f MiB per rank; measured %.2f ms "
+               "(median) and %.2f MiB (the most of any rank)\n", p->flags[0] ? p->flags : "(data parallel)", p->time.step * 1e3, (double)p->peak / M, step_med * 1e3,
                peak_mib);
         printf("mpiflow-train: --plan auto: of the peak, predicted / measured MiB: gradients %.2f / %.2f, "
                "ZeRO gathers %.2f / %.2f, communication buffers %.2f / %.2f, logits %.2f / %.2f, "
@@ -471,6 +472,8 @@ int main(int argc, char **argv)
 {
     run r;
     memset(&r, 0, sizeof r);
+    candidate *lead = NULL;   /* --plan auto: the plans to try */
+    int nlead = 0;
     char err[512];
     preempt_install();   /* from start-up on: a stop requested while loading is honoured before the first step */
     int pr = train_opts_parse(argc, argv, &r.o, err, sizeof err);
@@ -523,7 +526,7 @@ int main(int argc, char **argv)
     }
     if (r.o.plan && !strcmp(r.o.plan, "auto")) {   /* every rank predicts every plan, and chooses the same */
         r.autoplan = true;
-        code = plan_auto(&r.o, &r.predicted);
+        code = plan_auto(&r.o, &r.predicted, &lead, &nlead);
         if (code) goto out;
     }
     r.bar = r.o.progress == 1 || (r.o.progress == -1 && isatty(STDOUT_FILENO));
@@ -540,6 +543,14 @@ int main(int argc, char **argv)
     if (st != MF_OK) {
         code = report("loading data", input_code(st));
         goto out;
+    }
+    if (nlead > 1) {   /* --plan auto: the leading plans tried for real */
+        st = plan_trial(&r, lead, nlead, &r.predicted);
+        if (st != MF_OK) {
+            code = report("--plan auto", 1);
+            goto out;
+        }
+        plan_apply_candidate(&r.o, &r.predicted);
     }
     mf_memory_stats base;
     mf_memory_get_total_stats(&base);
@@ -617,6 +628,7 @@ int main(int argc, char **argv)
     if (code == 0 && r.o.dump_params && par_dump_params(r.model, r.o.dump_params) != MF_OK)
         code = report("--dump-params", 1);
 out:
+    free(lead);
     run_cleanup(&r);
     mf_finalize();
     return code;

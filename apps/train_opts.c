@@ -404,6 +404,11 @@ static const opt_def opts[] = {
      .usage = "  --memory SIZE              --plan auto: memory per rank, as 80GiB, 512MiB, 6G (default: no limit)\n"},
     {.name = "calibration", .has_arg = required_argument, .kind = K_STR, .off = offsetof(train_opts, calibration),
      .usage = "  --calibration FILE         --plan auto: rates from mpiflow-bench calibrate (default: built-in)\n"},
+    {.name = "plan-trials", .has_arg = required_argument, .kind = K_INT, .off = offsetof(train_opts, plan_trials),
+     .lo = 0, .hi = 64, .what = "an integer from 0 to 64",
+     .usage = "  --plan-trials K            --plan auto: train the K leading plans (those predicted within\n"
+              "                             1.5x of the fastest) a few steps each and keep the fastest\n"
+              "                             measured (default 4; 0: trust the prediction)\n"},
     {.name = "print-plan", .has_arg = no_argument, .kind = K_ON, .off = offsetof(train_opts, print_plan),
      .usage = "  --print-plan               print the plan the flags make, as JSON for --plan (stdout,\n"
               "                             rank 0), and each parameter's SBP with its rule (stderr); exit\n"},
@@ -599,6 +604,7 @@ static void defaults(train_opts *o)
     o->gamma = 0.1;
     o->lr = o->momentum = o->weight_decay = -1;   /* unset */
     o->bucket_mb = 25;
+    o->plan_trials = -1;
     o->progress = -1;
     o->eval = true;
     o->prefetch = -1;
@@ -641,8 +647,9 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err, size_t len
         return fail(err, len, "--plan %s gives the parallel layout: drop --parallel, --mesh, --tensor-parallel, "
                     "--sequence-parallel, --zero, --pipeline-stages, --pipeline-cuts, --micro-batches, --schedule "
                     "and --recompute, or drop --plan (--print-plan shows the plan those flags make)", o->plan);
-    if ((o->memory || o->calibration) && !(o->plan && !strcmp(o->plan, "auto")))
-        return fail(err, len, "--memory and --calibration: only with --plan auto");
+    if ((o->memory || o->calibration || o->plan_trials >= 0) && !(o->plan && !strcmp(o->plan, "auto")))
+        return fail(err, len, "--memory, --calibration and --plan-trials: only with --plan auto");
+    if (o->plan_trials < 0) o->plan_trials = 4;
     if (o->mesh_r && (!o->parallel || strcmp(o->parallel, "2d")))
         return fail(err, len, "--mesh: only for --parallel 2d");
     if (o->epochs && o->steps) return fail(err, len, "--epochs and --steps: give one, not both");

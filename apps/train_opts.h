@@ -57,6 +57,7 @@ typedef struct train_opts {
     const char *plan_text;            /* a plan as JSON text (a searched layout), before --plan and the flags */
     int64_t memory;                   /* --plan auto: bytes per rank (0: no limit) */
     const char *calibration;          /* --plan auto: a calibration file, or NULL: built-in */
+    int plan_trials;                  /* --plan auto: leading plans to try for real (-1: not given, 4) */
     bool print_plan;                  /* --print-plan: print the plan and exit */
 } train_opts;
 

@@ -141,14 +141,41 @@ run_train 2 $G --plan "$T/best.json" --steps 4 --log-every 1 --seed 5 --no-eval 
 same_losses "$T/a.csv" "$T/b.csv" "--write's plan against its flags ($flags)" 0
 echo "ok: --write's plan trains as '$flags' does"
 
-# ---- --plan auto: runs the best, says predicted against measured
+# ---- --plan auto: tries the leading plans, runs the fastest measured,
+# says predicted against measured; the run is the one its flags make
 # shellcheck disable=SC2086
-run_train 2 $G --plan auto --calibration "$T/cal.txt" --steps 4 --log-every 2 --no-eval
+run_train 2 $G --plan auto --calibration "$T/cal.txt" --plan-trials 3 --steps 4 --log-every 1 --seed 5 --no-eval \
+    --metrics "$T/auto.csv"
 [ "$rc" -eq 0 ] || fail "--plan auto: exit $rc"
-grep -q "^mpiflow-train: --plan auto: .*predicted .* a step" "$TMPDIR_TEST/out" || fail "--plan auto did not say what it chose"
-line=$(grep "^mpiflow-train: --plan auto: predicted" "$TMPDIR_TEST/out")
+cp "$TMPDIR_TEST/out" "$T/auto.out"
+grep -q "^mpiflow-train: --plan auto: .*predicted .* a step" "$T/auto.out" || fail "--plan auto did not say what it chose"
+line=$(grep "^mpiflow-train: --plan auto: ran .*; predicted .* measured" "$T/auto.out")
 [ -n "$line" ] || fail "--plan auto did not report predicted against measured"
 echo "ok: $line"
+# the trial: a table of the leading plans, one of them marked, when there are two or more
+tried=$(sed -n 's/^mpiflow-train: --plan auto: tried the \([0-9]*\) leading plans.*/\1/p' "$T/auto.out")
+if [ -n "$tried" ]; then
+    [ "$(grep -c '^  [* ] .* ms (.* ms)$' "$T/auto.out")" -eq "$tried" ] || { cat "$T/auto.out"; fail "the trial's table"; }
+    [ "$(grep -c '^  \* ' "$T/auto.out")" -eq 1 ] || { cat "$T/auto.out"; fail "the trial marked no plan, or several"; }
+    echo "ok: --plan auto tried $tried plans"
+fi
+flags=$(sed -n 's/^mpiflow-train: --plan auto: ran \(.*\); predicted .*/\1/p' "$T/auto.out")
+case $flags in "(data parallel)") flags="" ;; esac
+case $flags in
+"("*) echo "ok: --plan auto ran $flags, a plan no flag spells" ;;
+*)
+    eval "set -- $flags"
+    run_train 2 $G "$@" --steps 4 --log-every 1 --seed 5 --no-eval --metrics "$T/direct.csv"
+    [ "$rc" -eq 0 ] || fail "the auto plan's flags ($flags): exit $rc"
+    same_losses "$T/auto.csv" "$T/direct.csv" "--plan auto after its trial against '$flags' alone" 0
+    ;;
+esac
+# --plan-trials 0: the prediction alone, no trial
+# shellcheck disable=SC2086
+run_train 2 $G --plan auto --calibration "$T/cal.txt" --plan-trials 0 --steps 2 --no-eval
+[ "$rc" -eq 0 ] || fail "--plan auto --plan-trials 0: exit $rc"
+! grep -q "tried the" "$TMPDIR_TEST/out" || fail "--plan-trials 0 still tried plans"
+echo "ok: --plan-trials 0 runs the predicted best untried"
 
 # ---- bad input: exit 2, and what to change
 expect_bad() {   # expect_bad WHAT PATTERN COMMAND...
@@ -176,4 +203,5 @@ printf 'allreduce 4 1 0 nosuch\n' >"$T/bad_tuning.txt"
 expect_bad "a damaged tuning file" "tuning" "$PLAN" $M --ranks 4 --tuning "$T/bad_tuning.txt"
 expect_bad "a bad --memory" "is not a size\|expected a size" "$PLAN" $M --ranks 4 --memory lots
 expect_bad "--memory without --plan auto" "only with --plan auto" "$TRAIN" $M --memory 1G
+expect_bad "--plan-trials without --plan auto" "only with --plan auto" "$TRAIN" $M --plan-trials 2
 echo "planning: predictions of memory hold on 2 and 4 ranks; plan files, --plan auto and bad input as they should"
