@@ -10,8 +10,10 @@
 #   3. each plan that can run, trained STEPS steps (default 12) ROUNDS
 #      times (default 3) with mpiflow-train: the median step (step_ms,
 #      the first step left out) and peak_mib; the rounds' spread;
-#   4. the auto plan's place among the measured, at no memory limit and
-#      at a limit below plain data parallel's predicted peak.
+#   4. mpiflow-train --plan auto run for real (its trial of the leading
+#      plans included), at no memory limit and at a limit below plain
+#      data parallel's predicted peak: the plan it ran, and that plan's
+#      place among the grid's measured plans that fit.
 # Run from the build directory. Takes a while: about STEPS x ROUNDS steps
 # for each of some 100 plans. MODELS="LeNet ViT" runs only those models
 # (default: LeNet ViT GPT).
@@ -70,28 +72,44 @@ bench_model() {   # bench_model NAME FLAGS...
         printf '%s\t%s\t%s\n' "$flags" "$(sort -n "$T/rounds" | awk '{ t[NR] = $1 } END { print t[int((NR + 1) / 2)] }')" \
             "$peak" >>"$T/measured"
     done 3<"$T/grid"
-    # the auto plan (the first line of the ranked grid) among the measured
-    auto=$(head -1 "$T/grid" | cut -f1)
-    sort -t "$(printf '\t')" -k2 -g "$T/measured" | awk -F '\t' -v a="$auto" '
-        NR == 1 { best = $2; bf = $1 } $1 == a { place = NR; at = $2 }
-        END { printf "auto plan: %s, measured %.2f ms, place %d of %d; the best measured: %s, %.2f ms (auto %.1f %% slower)\n",
-                     a, at, place, NR, bf, best, 100 * (at / best - 1) }'
+    # the auto plan: mpiflow-train --plan auto for real (its trial of the
+    # leading plans included), placed among the grid's measured times
+    auto_run "" "$@"
     # a budget below data parallel's predicted peak
     dp=$(awk -F '\t' '$1 == "(data parallel)" { print $7 }' "$T/grid")
-    if [ -n "$dp" ]; then
-        budget=$((dp * 9 / 10))
-        ./mpiflow-plan "$@" --ranks "$np" --calibration "$T/cal.txt" --memory "$budget" --tsv >"$T/grid2"
-        auto2=$(awk -F '\t' -v b="$budget" '$5 == 1 && $7 <= b { print $1; exit }' "$T/grid2")
-        if [ -z "$auto2" ]; then
-            printf 'budget %.3f MiB (below data parallel): no plan fits\n' "$(awk -v b="$budget" 'BEGIN { print b / 1048576 }')"
-            return
-        fi
-        awk -F '\t' -v b="$budget" 'NR == FNR { if ($5 == 1 && $7 <= b) fit[$1] = 1; next } ($1 in fit)' "$T/grid2" "$T/measured" |
-            sort -t "$(printf '\t')" -k2 -g | awk -F '\t' -v a="$auto2" -v b="$budget" '
-            NR == 1 { best = $2; bf = $1 } $1 == a { place = NR; at = $2 }
-            END { printf "budget %.3f MiB (below data parallel): auto %s, measured %.2f ms, place %d of %d fitting; best %s, %.2f ms\n",
-                         b / 1048576, a, at, place, NR, bf, best }'
+    [ -n "$dp" ] && auto_run $((dp * 9 / 10)) "$@"
+}
+
+# auto_run BUDGET MODELFLAGS: mpiflow-train --plan auto (--memory BUDGET
+# unless empty); the plan it ran, its trial, and that plan's place among
+# the grid's measured plans that fit the budget
+auto_run() {
+    budget=$1
+    shift
+    mem=${budget:+--memory $budget}
+    t0=$(date +%s.%N)
+    # shellcheck disable=SC2086
+    eval "\"$MPIEXEC\" -n $np ./mpiflow-train $* --plan auto --calibration $T/cal.txt $mem --steps $steps --no-eval \
+        --progress lines --log-every $steps" </dev/null >"$T/auto" 2>&1
+    took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    a=$(sed -n 's/^mpiflow-train: --plan auto: ran \(.*\); predicted .*/\1/p' "$T/auto")
+    if [ -z "$a" ]; then
+        echo "auto plan${budget:+ under $budget bytes}: $(grep -m1 error "$T/auto" || tail -1 "$T/auto")"
+        return
     fi
+    sed -n 's/^mpiflow-train: --plan auto: \(tried .*\)/\1/p; /^  [* ] .* ms (.* ms)$/p' "$T/auto"
+    if [ -n "$budget" ]; then
+        ./mpiflow-plan "$@" --ranks "$np" --calibration "$T/cal.txt" --memory "$budget" --tsv >"$T/grid2"
+        awk -F '\t' -v b="$budget" 'NR == FNR { if ($5 == 1 && $7 <= b) fit[$1] = 1; next } ($1 in fit)' "$T/grid2" \
+            "$T/measured" >"$T/fit"
+    else
+        cp "$T/measured" "$T/fit"
+    fi
+    sort -t "$(printf '\t')" -k2 -g "$T/fit" | awk -F '\t' -v a="$a" -v b="$budget" -v s="$took" '
+        NR == 1 { best = $2; bf = $1 } $1 == a { place = NR; at = $2 }
+        END { if (b != "") printf "budget %.3f MiB (below data parallel): ", b / 1048576
+              printf "auto plan: %s (%.1f s with its trial), measured %.2f ms in the grid, place %d of %d; the best: %s, %.2f ms (auto %.1f %% slower)\n",
+                     a, s, at, place, NR, bf, best, 100 * (at / best - 1) }'
 }
 
 bench_model "LeNet" --model lenet --dataset synthetic --synthetic-size 2048,64 --batch-size 64
