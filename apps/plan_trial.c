@@ -38,19 +38,20 @@ static mf_status try_plan(const run *r, const candidate *c, double *median)
     double s[TRIAL_MAX_STEPS], loss;
     int n = 0;
     mf_status st = mf_agree(run_build(&t));
-    if (st == MF_OK) st = run_train_step(&t, &loss);   /* the first step sets up what later ones reuse */
+    if (st == MF_OK) st = mf_agree(run_train_step(&t, &loss));   /* the first sets up what later steps reuse */
     for (double total = 0; st == MF_OK;) {
         double t0 = mf_time();
         st = run_train_step(&t, &loss);
         s[n] = mf_time() - t0;
         total += s[n++];
-        /* every rank stops after as many steps: the ranks' mean time decides */
+        /* every rank stops after as many steps, or at a failure of any: the ranks' mean time decides */
         double mean = total;
+        st = mf_agree(st);
         if (st == MF_OK) st = mf_allreduce(&mean, 1, MF_F64, MF_COLL_MPI);
         if (n >= TRIAL_MAX_STEPS || (n >= TRIAL_MIN_STEPS && mean / mf_world_size() >= TRIAL_MIN_S)) break;
     }
     if (st != MF_OK && mf_rank() == 0)
-        fprintf(stderr, "mpiflow-train: error: --plan auto: trying %s: %s\n", c->flags[0] ? c->flags : "(data parallel)",
+        fprintf(stderr, "mpiflow-train: error: --plan auto: trying %s: %s\n", c->flags,
                 t.err[0] ? t.err : mf_last_error());
     t.train = t.test = NULL;   /* r's */
     run_cleanup(&t);
@@ -85,7 +86,7 @@ mf_status plan_trial(run *r, const candidate *lead, int n, candidate *chosen)
                    "(predicted):\n", n, TRIAL_ROUNDS, mf_time() - t0);
             for (int i = 0; i < n; i++)
                 printf("  %s %-56s %9.2f ms (%.2f ms)\n", i == k ? "*" : " ",
-                       lead[i].flags[0] ? lead[i].flags : "(data parallel)", best[i] * 1e3, lead[i].time.step * 1e3);
+                       lead[i].flags, best[i] * 1e3, lead[i].time.step * 1e3);
             fflush(stdout);
         }
     }

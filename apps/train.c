@@ -310,8 +310,8 @@ static int final_report(run *r, const meter *m)
         const double M = 1048576.0;
         const candidate *p = &r->predicted;
         printf("mpiflow-train: --plan auto: ran %s; predicted %.2f ms a step and %.2f MiB per rank; measured %.2f ms "
-               "(median) and %.2f MiB (the most of any rank)\n", p->flags[0] ? p->flags : "(data parallel)", p->time.step * 1e3, (double)p->peak / M, step_med * 1e3,
-               peak_mib);
+               "(median) and %.2f MiB (the most of any rank)\n", p->flags, p->time.step * 1e3, (double)p->peak / M,
+               step_med * 1e3, peak_mib);
         printf("mpiflow-train: --plan auto: of the peak, predicted / measured MiB: gradients %.2f / %.2f, "
                "ZeRO gathers %.2f / %.2f, communication buffers %.2f / %.2f, logits %.2f / %.2f, "
                "size-class slack %.2f / %.2f\n", (double)p->grads_peak / M, parts[4], (double)p->gather / M, parts[0],
