@@ -6,6 +6,7 @@
  * allocator sees the same requests; the graph names modules and
  * parameters and pairs each backward op with its forward op.
  */
+#include <math.h>
 #include <stdio.h>
 #include "test_util.h"
 
@@ -280,6 +281,8 @@ static void plan_step(const char *plan_text, bool sim, sim_result *r)
         ck_assert_nonnull(loss);
         ck_assert_ok(mf_backward(loss));
         ck_assert_ok(mf_optim_step(opt));
+        double v = mf_tensor_item(loss);   /* read, as a progress line does: a collective too */
+        ck_assert_msg(sim || isfinite(v), "the loss is %g", v);
         mf_tensor_destroy(loss);
         if (step == 1) g = mf_graph_end();
         mf_memory_get_total_stats(&ms);

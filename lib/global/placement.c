@@ -176,7 +176,8 @@ mf_placement *mf_placement_world_mesh(int nd, const int *mesh)
         return NULL;
     }
     for (int i = 0; i < n; i++) ranks[i] = i;
-    mf_placement *p = mf_placement_create(n, ranks, nd, mesh, MF_DEV_CPU);
+    /* a simulated world's placements are on the meta device */
+    mf_placement *p = mf_placement_create(n, ranks, nd, mesh, mfi_sim_on() ? MF_DEV_META : MF_DEV_CPU);
     free(ranks);
     return p;
 }
