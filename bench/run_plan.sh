@@ -8,8 +8,10 @@
 #   2. per model, mpiflow-plan --tsv: every plan with its prediction, and
 #      the search's time;
 #   3. each plan that can run, trained STEPS steps (default 12) ROUNDS
-#      times (default 3) with mpiflow-train: the median step (step_ms,
-#      the first step left out) and peak_mib; the rounds' spread;
+#      times (default 3) with mpiflow-train, the rounds interleaved (every
+#      plan once, then every plan again): the median of the rounds' median
+#      steps (step_ms, the first step left out), peak_mib, and the rounds'
+#      spread;
 #   4. mpiflow-train --plan auto run for real (its trial of the leading
 #      plans included), at no memory limit and at a limit below plain
 #      data parallel's predicted peak: the plan it ran, and that plan's
@@ -41,36 +43,54 @@ bench_model() {   # bench_model NAME FLAGS...
     echo "## $name on $np ranks: $(wc -l <"$T/grid") plans, searched in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s"
     printf '%-64s %10s %10s %14s %6s %10s %10s %6s\n' plan pred_ms meas_ms spread meas/pred pred_MiB meas_MiB ratio
     : >"$T/measured"
-    # shellcheck disable=SC2034  # the fields not shown
+    # the plans that run, each as mpiflow-train flags
+    n=0
+    # shellcheck disable=SC2034  # the fields not used here
     while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak params grads optim gathers commbuf logits slack gpeak json <&3; do
         [ "$ok" = 1 ] || continue
+        n=$((n + 1))
         f=$flags
         case $f in "("*) f="" ;; esac
         # a searched layout no flag spells runs from its plan file
         if [ -n "$json" ]; then
-            n_json=$((${n_json:-0} + 1))
-            printf '%s\n' "$json" >"$T/searched$n_json.json"
-            f="--plan $T/searched$n_json.json"
+            printf '%s\n' "$json" >"$T/searched$n.json"
+            f="--plan $T/searched$n.json"
         fi
-        : >"$T/rounds"
-        r=0
-        while [ $r -lt "$rounds" ]; do
+        printf '%s\n' "$f" >"$T/flags$n"
+        : >"$T/rounds$n"
+    done 3<"$T/grid"
+    # the rounds interleaved, every plan once a round, so that a slower
+    # spell of the host falls on all plans alike
+    r=0
+    while [ $r -lt "$rounds" ]; do
+        i=0
+        while [ $i -lt $n ]; do
+            i=$((i + 1))
+            f=$(cat "$T/flags$i")
             # shellcheck disable=SC2086
             eval "\"$MPIEXEC\" -n $np ./mpiflow-train $* $f --steps $steps --no-eval --progress lines --log-every $steps" \
-                </dev/null >"$T/out" 2>&1
-            sed -n 's/.* step_ms=\([0-9.]*\) peak_mib=\([0-9.]*\).*/\1 \2/p' "$T/out" >>"$T/rounds"
-            r=$((r + 1))
+                </dev/null >"$T/out$i" 2>&1
+            sed -n 's/.* step_ms=\([0-9.]*\) peak_mib=\([0-9.]*\).*/\1 \2/p' "$T/out$i" >>"$T/rounds$i"
         done
-        [ -s "$T/rounds" ] || { printf '%-64s %10s\n' "$flags" "failed: $(tail -1 "$T/out")"; continue; }
-        sort -n "$T/rounds" | awk -v f="$flags" -v ps="$step" -v pb="$peak" '
+        r=$((r + 1))
+    done
+    i=0
+    # shellcheck disable=SC2034  # the fields not shown
+    while IFS="$(printf '\t')" read -r flags dp tp pp ok step peak params grads optim gathers commbuf logits slack gpeak json <&3; do
+        [ "$ok" = 1 ] || continue
+        i=$((i + 1))
+        f=$(cat "$T/flags$i")
+        [ -s "$T/rounds$i" ] || { printf '%-64s %10s\n' "$flags" "failed: $(tail -1 "$T/out$i")"; continue; }
+        # the median of the rounds' median steps, and their spread
+        sort -n "$T/rounds$i" | awk -v f="$flags" -v ps="$step" -v pb="$peak" '
             { t[NR] = $1; m = $2 }
             END {
-                med = t[int((NR + 1) / 2)]; pm = ps * 1000; pmib = pb / 1048576
+                med = NR % 2 ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2; pm = ps * 1000; pmib = pb / 1048576
                 printf "%-64s %10.2f %10.2f %6.2f..%-6.2f %6.2f %10.3f %10.3f %6.3f\n", f, pm, med, t[1], t[NR],
                        med / pm, pmib, m, m / pmib
             }'
-        printf '%s\t%s\t%s\n' "$flags" "$(sort -n "$T/rounds" | awk '{ t[NR] = $1 } END { print t[int((NR + 1) / 2)] }')" \
-            "$peak" >>"$T/measured"
+        printf '%s\t%s\t%s\n' "$flags" "$(sort -n "$T/rounds$i" | awk '{ t[NR] = $1 }
+            END { print NR % 2 ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2 }')" "$peak" >>"$T/measured"
     done 3<"$T/grid"
     # the auto plan: mpiflow-train --plan auto for real (its trial of the
     # leading plans included), placed among the grid's measured times
