@@ -393,6 +393,7 @@ void plan_predict(const train_opts *base, int ranks, int per_node, const mf_cali
         c->time.compute = LIN(time.compute);
         c->time.comm = LIN(time.comm);
         c->time.exposed_comm = LIN(time.exposed_comm);
+        c->time.pipe_wait = LIN(time.pipe_wait);
         c->time.step = c->time.compute + c->time.exposed_comm;
         c->peak = LINB(peak);
         c->params = LINB(params);

@@ -194,7 +194,7 @@ mf_status mfi_exchange_start(mfi_comm *c, const mfi_p2p *sends, int nsend, const
         int64_t sent = 0;
         for (int i = 0; i < nsend; i++) sent += sends[i].peer == c->rank ? 0 : sends[i].count;
         *out = x;
-        return mfi_sim_call(MF_COMM_P2P, c, sent * (int64_t)mf_dtype_size(dt), MF_COLL_MPI);
+        return mfi_sim_call_p2p(c, sent * (int64_t)mf_dtype_size(dt));
     }
     int rc = MPI_SUCCESS;
     mf_status st = MF_OK;

@@ -53,6 +53,7 @@ typedef struct mfi_sim_event {
     int local;           /* the most of its ranks on one node */
     mf_coll_algo algo;   /* what the selection chose (tuning file, table, environment) */
     bool async;          /* a non-blocking request's */
+    bool pipe;           /* a pipeline's stage-to-stage transfer (on mfi_comm_pipe) */
 } mfi_sim_event;
 /* Brackets a non-blocking request's simulated run (request.c). */
 void mfi_sim_async(bool on);

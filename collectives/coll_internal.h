@@ -29,6 +29,9 @@ struct mfi_comm {
 /* A call on a simulated communicator: counted (the tally, the log, the
  * observer) with the algorithm the selection would run; moves nothing. */
 mf_status mfi_sim_call(mf_comm_kind kind, mfi_comm *c, int64_t bytes, mf_coll_algo algo);
+/* The same for point-to-point transfers, marked as a pipeline's where c
+ * is the pipeline's communicator. */
+mf_status mfi_sim_call_p2p(mfi_comm *c, int64_t bytes);
 
 /* A buffer of at least bytes owned by c, kept between calls so that
  * large collectives do not fault in fresh pages every time; NULL when

@@ -57,7 +57,7 @@ mf_status mfi_comm_sim_create(int n, const int *world_ranks, int rank, mfi_comm 
     return MF_OK;
 }
 
-mf_status mfi_sim_call(mf_comm_kind kind, mfi_comm *c, int64_t bytes, mf_coll_algo algo)
+static mf_status sim_call(mf_comm_kind kind, mfi_comm *c, int64_t bytes, mf_coll_algo algo, bool pipe)
 {
     if (c->size > 1 && bytes > 0) mfi_tally(kind, bytes);
     mfi_coll_op op = kind == MF_COMM_ALLREDUCE ? MFI_ALLREDUCE : kind == MF_COMM_REDUCE_SCATTER ? MFI_REDUCE_SCATTER
@@ -66,8 +66,18 @@ mf_status mfi_sim_call(mf_comm_kind kind, mfi_comm *c, int64_t bytes, mf_coll_al
     if (selected && algo == MF_COLL_AUTO && c->size > 1) MF_TRY(mfi_coll_choose(op, c, bytes, &algo));
     if (!selected) algo = MF_COLL_MPI;
     if (observer && c->size > 1 && bytes > 0) {
-        mfi_sim_event e = {kind, bytes, c->size, c->sim_nodes, c->sim_local, algo, async};
+        mfi_sim_event e = {kind, bytes, c->size, c->sim_nodes, c->sim_local, algo, async, pipe};
         observer(&e);
     }
     return MF_OK;
+}
+
+mf_status mfi_sim_call(mf_comm_kind kind, mfi_comm *c, int64_t bytes, mf_coll_algo algo)
+{
+    return sim_call(kind, c, bytes, algo, false);
+}
+
+mf_status mfi_sim_call_p2p(mfi_comm *c, int64_t bytes)
+{
+    return sim_call(MF_COMM_P2P, c, bytes, MF_COLL_MPI, c == mfi_comm_pipe());
 }

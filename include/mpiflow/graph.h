@@ -88,6 +88,7 @@ typedef struct mf_graph_op {
     int comm_ranks, comm_nodes, comm_local;
     mf_coll_algo comm_algo;
     bool comm_async;     /* started without waiting for it (a non-blocking request) */
+    bool comm_pipe;      /* a pipeline's stage-to-stage transfer */
 } mf_graph_op;
 
 typedef struct mf_graph mf_graph;

@@ -59,15 +59,23 @@ MF_API double mf_calibration_overlap(const mf_calibration *c);
 MF_API double mf_calibration_comm_time(const mf_calibration *c, mf_comm_kind kind, int64_t bytes, int ranks,
                                        int nodes);
 
+/* The bytes per second a large message of that collective moves: the
+ * slope between its two largest measured sizes (0 if none measured). */
+MF_API double mf_calibration_comm_bandwidth(const mf_calibration *c, mf_comm_kind kind, int ranks, int nodes);
+
 typedef struct mf_step_time {
     double compute;        /* the graph's kernels, at the calibrated rates */
     double comm;           /* every communication entry, end to end */
     double exposed_comm;   /* the part compute does not hide (blocking calls, and what non-blocking ones leave) */
+    double pipe_wait;      /* a pipeline's transfers: the smallest transfer's time, each (the wait to meet) */
     double bubble;         /* a pipeline's idle time (mf_predict_pipeline) */
     double step;           /* compute + exposed_comm + bubble */
 } mf_step_time;
 
-/* One entry's seconds: an op's compute, or a communication entry's time. */
+/* One entry's seconds: an op's compute, or a communication entry's time
+ * (a pipeline's stage-to-stage transfer: its bytes at the calibrated
+ * point-to-point bandwidth between two ranks; waiting for the other
+ * stage is the schedule's, mf_predict_pipeline). */
 MF_API double mf_predict_entry(const mf_graph_op *o, const mf_calibration *c);
 /* The time of a step from its graph (one rank's, recorded in a
  * simulated world): each op at its class's rate for its work per kernel
@@ -77,9 +85,12 @@ MF_API double mf_predict_entry(const mf_graph_op *o, const mf_calibration *c);
  * waits for it. */
 MF_API mf_status mf_predict_step(const mf_graph *g, const mf_calibration *c, mf_step_time *out);
 /* A pipeline of `stages` stages and `micro_batches` micro-batches whose
- * slowest stage's step (all its micro-batches) is t: the schedule's
- * bubble, (stages - 1) micro-batch times, is added (GPipe and 1F1B
- * alike). */
+ * slowest stage's step (all its micro-batches) is t: its idle time is
+ * added, the larger of the schedule's bubble, (stages - 1) micro-batch
+ * times (GPipe and 1F1B alike), and its transfers' waits (t->pipe_wait):
+ * a stage idles because the other has not sent yet, whether for its
+ * place in the schedule or for want of a core, and the two are one wait
+ * seen two ways. */
 MF_API void mf_predict_pipeline(mf_step_time *t, int stages, int micro_batches);
 
 #ifdef __cplusplus

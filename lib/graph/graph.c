@@ -315,7 +315,8 @@ void mfi_graph_kernel(int kernel, mf_prof_class cls, double flops, double bytes)
     }
 }
 
-void mfi_graph_comm(int kind, int64_t bytes, int ranks, int nodes, int local, mf_coll_algo algo, bool async)
+void mfi_graph_comm(int kind, int64_t bytes, int ranks, int nodes, int local, mf_coll_algo algo, bool async,
+                    bool pipe)
 {
     mf_graph *g = mfi_graph_rec;
     if (!g) return;
@@ -329,6 +330,7 @@ void mfi_graph_comm(int kind, int64_t bytes, int ranks, int nodes, int local, mf
     o->comm_local = local;
     o->comm_algo = algo;
     o->comm_async = async;
+    o->comm_pipe = pipe;
     g->comm_bytes[kind] += (double)bytes;
     note_memory(g, &o->in_use);
 }

@@ -21,6 +21,7 @@ typedef struct mfi_graph_call {
 
 const mfi_graph_call *mfi_graph_call_at(const mf_graph *g, int i);
 /* A simulated call (lib/graph/sim.c): one communication entry. */
-void mfi_graph_comm(int kind, int64_t bytes, int ranks, int nodes, int local, mf_coll_algo algo, bool async);
+void mfi_graph_comm(int kind, int64_t bytes, int ranks, int nodes, int local, mf_coll_algo algo, bool async,
+                    bool pipe);
 
 #endif

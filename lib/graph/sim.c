@@ -11,7 +11,7 @@
 
 static void observe(const mfi_sim_event *e)
 {
-    if (mfi_graph_rec) mfi_graph_comm(e->kind, e->bytes, e->ranks, e->nodes, e->local, e->algo, e->async);
+    if (mfi_graph_rec) mfi_graph_comm(e->kind, e->bytes, e->ranks, e->nodes, e->local, e->algo, e->async, e->pipe);
 }
 
 mf_status mf_simulate_begin(int world_size, int rank, int ranks_per_node)

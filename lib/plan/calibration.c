@@ -213,22 +213,35 @@ static double share(mf_comm_kind k, int n)
     return k == MF_COMM_P2P || k == MF_COMM_BCAST ? 1.0 : (double)(n - 1) / n;
 }
 
-double mf_calibration_comm_time(const mf_calibration *c, mf_comm_kind kind, int64_t bytes, int ranks, int nodes)
+/* the table of that rank and node count, else the nearest measured rank
+ * count with the same nodes (one, or more than one), else any */
+static const comm_table *nearest_table(const mf_calibration *c, mf_comm_kind kind, int ranks, int nodes)
 {
-    if (ranks < 2 || bytes <= 0) return 0;
-    const comm_table *t = table_for((mf_calibration *)c, kind, ranks, nodes, false);
-    if (t) return table_time(t, (double)bytes);
-    /* the nearest measured rank count with the same nodes, else any */
-    const comm_table *best = NULL;
+    const comm_table *best = table_for((mf_calibration *)c, kind, ranks, nodes, false);
     for (int pass = 0; pass < 2 && !best; pass++)
         for (int i = 0; i < c->ncomms; i++) {
             const comm_table *u = &c->comms[i];
             if (u->kind != kind || (pass == 0 && (u->nodes > 1) != (nodes > 1))) continue;
             if (!best || abs(u->ranks - ranks) < abs(best->ranks - ranks)) best = u;
         }
-    if (!best) return 0;
-    double s = table_time(best, (double)bytes);
-    return s * share(kind, ranks) / share(kind, best->ranks);
+    return best;
+}
+
+double mf_calibration_comm_time(const mf_calibration *c, mf_comm_kind kind, int64_t bytes, int ranks, int nodes)
+{
+    if (ranks < 2 || bytes <= 0) return 0;
+    const comm_table *t = nearest_table(c, kind, ranks, nodes);
+    if (!t) return 0;
+    return table_time(t, (double)bytes) * share(kind, ranks) / share(kind, t->ranks);
+}
+
+double mf_calibration_comm_bandwidth(const mf_calibration *c, mf_comm_kind kind, int ranks, int nodes)
+{
+    const comm_table *t = ranks >= 2 ? nearest_table(c, kind, ranks, nodes) : NULL;
+    if (!t || t->n == 0) return 0;
+    int n = t->n;
+    double bw = n > 1 ? (t->bytes[n - 1] - t->bytes[n - 2]) / (t->seconds[n - 1] - t->seconds[n - 2]) : 0;
+    return bw > 0 && isfinite(bw) ? bw : t->bytes[n - 1] / t->seconds[n - 1];
 }
 
 /* ------------------------------------------------------------ the file */

@@ -9,7 +9,11 @@
  * it, and runs beside the compute that follows (the calibration's
  * overlap is the part of it compute hides; the rest holds compute up);
  * the optimizer's update waits for all of them, as does the end of the
- * step.
+ * step. A pipeline's stage-to-stage transfer costs its bytes at the
+ * point-to-point bandwidth between two ranks; the time of the smallest
+ * such transfer, the wait for the two to meet (mostly for the other to
+ * run, where ranks share cores), counts towards the pipeline's idle
+ * time, which mf_predict_pipeline weighs against the schedule's bubble.
  */
 #include "lib/internal.h"
 #include "mpiflow/predict.h"
@@ -27,12 +31,21 @@ static double op_time(const mf_graph_op *o, const mf_calibration *c)
     return t;
 }
 
+/* one communication entry's seconds */
+static double comm_time(const mf_graph_op *o, const mf_calibration *c)
+{
+    if (o->comm_pipe) {
+        int nodes = o->comm_nodes > 1 ? 2 : 1;
+        double bw = mf_calibration_comm_bandwidth(c, MF_COMM_P2P, 2, nodes);
+        if (bw > 0) return (double)o->comm_bytes / bw;
+    }
+    return mf_calibration_comm_time(c, (mf_comm_kind)o->comm_kind, o->comm_bytes, o->comm_ranks, o->comm_nodes);
+}
+
 double mf_predict_entry(const mf_graph_op *o, const mf_calibration *c)
 {
     if (!o || !c) return 0;
-    if (o->comm_kind >= 0)
-        return mf_calibration_comm_time(c, (mf_comm_kind)o->comm_kind, o->comm_bytes, o->comm_ranks, o->comm_nodes);
-    return op_time(o, c);
+    return o->comm_kind >= 0 ? comm_time(o, c) : op_time(o, c);
 }
 
 mf_status mf_predict_step(const mf_graph *g, const mf_calibration *c, mf_step_time *out)
@@ -44,8 +57,9 @@ mf_status mf_predict_step(const mf_graph *g, const mf_calibration *c, mf_step_ti
     for (int i = 0; i < mf_graph_num_ops(g); i++) {
         const mf_graph_op *o = mf_graph_get_op(g, i);
         if (o->comm_kind >= 0) {
-            double d = mf_calibration_comm_time(c, (mf_comm_kind)o->comm_kind, o->comm_bytes, o->comm_ranks,
-                                                o->comm_nodes);
+            double d = comm_time(o, c);
+            if (o->comm_pipe)   /* the smallest transfer's time between two ranks: the wait to meet */
+                out->pipe_wait += mf_calibration_comm_time(c, MF_COMM_P2P, 1, 2, o->comm_nodes > 1 ? 2 : 1);
             out->comm += d;
             if (o->comm_async) {   /* the part compute cannot hide holds it up */
                 const double ov = mf_calibration_overlap(c);
@@ -80,6 +94,7 @@ mf_status mf_predict_step(const mf_graph *g, const mf_calibration *c, mf_step_ti
 void mf_predict_pipeline(mf_step_time *t, int stages, int micro_batches)
 {
     if (stages < 2 || micro_batches < 1) return;
-    t->bubble = t->step * (double)(stages - 1) / micro_batches;
+    double b = t->step * (double)(stages - 1) / micro_batches;
+    t->bubble = b > t->pipe_wait ? b : t->pipe_wait;
     t->step += t->bubble;
 }
