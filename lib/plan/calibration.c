@@ -192,15 +192,20 @@ static double table_time(const comm_table *t, double bytes)
     return s;
 }
 
+/* the bandwidth of a table's largest messages: the slope of its last two
+ * points, else its last point's bytes per second */
+static double table_bandwidth(const comm_table *t)
+{
+    int n = t->n;
+    double bw = n > 1 ? (t->bytes[n - 1] - t->bytes[n - 2]) / (t->seconds[n - 1] - t->seconds[n - 2]) : 0;
+    return bw > 0 && isfinite(bw) ? bw : t->bytes[n - 1] / t->seconds[n - 1];
+}
+
 static double table_time_raw(const comm_table *t, double bytes)
 {
     if (t->n == 0) return 0;
     if (t->n == 1) return t->seconds[0] * bytes / t->bytes[0];
-    if (bytes >= t->bytes[t->n - 1]) {   /* the last points' bandwidth */
-        double bw = (t->bytes[t->n - 1] - t->bytes[t->n - 2]) / (t->seconds[t->n - 1] - t->seconds[t->n - 2]);
-        if (!(bw > 0)) bw = t->bytes[t->n - 1] / t->seconds[t->n - 1];
-        return t->seconds[t->n - 1] + (bytes - t->bytes[t->n - 1]) / bw;
-    }
+    if (bytes >= t->bytes[t->n - 1]) return t->seconds[t->n - 1] + (bytes - t->bytes[t->n - 1]) / table_bandwidth(t);
     if (bytes <= t->bytes[0]) return t->seconds[0];
     int i = 1;
     while (t->bytes[i] < bytes) i++;
@@ -238,10 +243,7 @@ double mf_calibration_comm_time(const mf_calibration *c, mf_comm_kind kind, int6
 double mf_calibration_comm_bandwidth(const mf_calibration *c, mf_comm_kind kind, int ranks, int nodes)
 {
     const comm_table *t = ranks >= 2 ? nearest_table(c, kind, ranks, nodes) : NULL;
-    if (!t || t->n == 0) return 0;
-    int n = t->n;
-    double bw = n > 1 ? (t->bytes[n - 1] - t->bytes[n - 2]) / (t->seconds[n - 1] - t->seconds[n - 2]) : 0;
-    return bw > 0 && isfinite(bw) ? bw : t->bytes[n - 1] / t->seconds[n - 1];
+    return t && t->n > 0 ? table_bandwidth(t) : 0;
 }
 
 /* ------------------------------------------------------------ the file */
