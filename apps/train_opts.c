@@ -536,6 +536,8 @@ void train_opts_usage(FILE *f)
         "                             sums in rank order\n"
         "  MF_RANKS_PER_NODE=k        treat every k ranks as one node (test hierarchical paths)\n"
         "  MF_BIND=none               do not bind ranks to cores\n"
+        "  MF_WAIT=spin|yield         how ranks wait for each other (default: yield the CPU\n"
+        "                             where ranks outnumber a node's CPUs, else spin)\n"
         "  MF_TIMEOUT=secs            report a wait on other ranks (collective, gradient bucket,\n"
         "                             pipeline transfer, checkpoint I/O) not over after secs,\n"
         "                             naming it and the missing ranks, and abort (doc/slurm.md)\n"

@@ -24,7 +24,7 @@ bench_bench_conv_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 bench_bench_conv_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 bench_bench_conv_LDADD = libmpiflow.la $(OPENBLAS_LIBS)
 noinst_HEADERS += bench/bench_mpi.h bench/peak.h bench/classes.h
-EXTRA_DIST += bench/torch_train.py bench/run.sh bench/stats.awk bench/run_parallel.sh bench/run_ckpt.sh bench/run_coll.sh bench/run_pipeline.sh bench/run_watchdog.sh bench/run_deterministic.sh bench/run_coll_tune.sh bench/run_gpt.sh bench/torch_gpt.py bench/run_memory.sh bench/run_largest.sh bench/run_compare.sh bench/run_plan.sh bench/run_plan_memory.sh
+EXTRA_DIST += bench/torch_train.py bench/run.sh bench/stats.awk bench/run_parallel.sh bench/run_ckpt.sh bench/run_coll.sh bench/run_pipeline.sh bench/run_watchdog.sh bench/run_deterministic.sh bench/run_coll_tune.sh bench/run_gpt.sh bench/torch_gpt.py bench/run_memory.sh bench/run_largest.sh bench/run_compare.sh bench/run_plan.sh bench/run_plan_memory.sh bench/run_wait.sh
 if HAVE_CUDA
 # mpiflow on the GPU against bare cuBLAS and the CPU (needs a GPU to run)
 noinst_PROGRAMS += bench/bench_cuda

@@ -235,12 +235,12 @@ mf_status mfi_exchange_wait(mfi_xreq *x)
     mfi_ledger_context_copy(saved, sizeof saved);
     mfi_ledger_context(x->what);
     int tok = mfi_ledger_enter_p2p(x->c, "point-to-point", x->peers, x->npeers);
-    int rc = MPI_Waitall(x->n, x->req, sts ? sts : MPI_STATUSES_IGNORE);
+    mf_status st = mfi_wait_all_n(x->n, x->req, sts, "MPI_Waitall");
     mfi_ledger_leave(tok);
     mfi_ledger_context(saved);
     free(sts);
     free(x);
-    return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, "MPI_Waitall");
+    return st;
 }
 
 bool mfi_exchange_test(mfi_xreq *x)

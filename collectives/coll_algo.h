@@ -64,10 +64,15 @@ mf_status mfi_ipieces(mfi_coll_op op, mfi_comm *c, const void *send, void *recv,
 /* dst[i] += src[i] */
 void mfi_sum_into(void *dst, const void *src, int64_t n, mf_dtype dt);
 MPI_Datatype mfi_mpi_type(mf_dtype dt);
-/* Set on the progress thread (request.c): waits poll, yield and sleep
- * instead of spinning in MPI, leaving the cores to the caller's compute. */
+/* Set on the progress thread (request.c), and on the caller's thread
+ * when a node has more ranks than CPUs (comm.c; doc/collectives.md,
+ * "Waiting"): waits for point-to-point requests poll, yield and sleep
+ * instead of spinning in MPI, leaving the cores to compute. MPI's own
+ * collectives still block. */
 extern _Thread_local bool mfi_coll_polite;
-/* MPI_Waitall, or the polite loop on the progress thread. */
+/* MPI_Waitall, or the polite loop; sts may be NULL, else holds n. */
+mf_status mfi_wait_all_n(int n, MPI_Request *req, MPI_Status *sts, const char *what);
+/* the same for at most 4 requests */
 mf_status mfi_wait_all(int n, MPI_Request *req, const char *what);
 /* One MPI_Sendrecv of byte ranges (counts checked against MPI's int). */
 mf_status mfi_sendrecv(mfi_comm *c, const void *sbuf, int64_t scount, int dest, void *rbuf, int64_t rcount, int src,

@@ -60,25 +60,36 @@ void mfi_block(int64_t count, int n, int k, int64_t *off, int64_t *len)
 
 _Thread_local bool mfi_coll_polite;
 
-mf_status mfi_wait_all(int n, MPI_Request *req, const char *what)
+mf_status mfi_wait_all_n(int n, MPI_Request *req, MPI_Status *sts, const char *what)
 {
-    MPI_Status sts[4];   /* (MPI_STATUSES_IGNORE trips GCC's -Wstringop-overflow) */
-    if (n > 4) MF_FAIL(MF_ERR_INTERNAL, "%s: %d requests, at most 4", what, n);
     if (!mfi_coll_polite) {
-        int rc = MPI_Waitall(n, req, sts);
+        int rc = MPI_Waitall(n, req, sts ? sts : MPI_STATUSES_IGNORE);
         return rc == MPI_SUCCESS ? MF_OK : mfi_mpi_fail(rc, what);
     }
-    /* the progress thread shares its cores with the caller's compute:
-     * poll a little, then yield, then sleep between polls */
+    /* the progress thread shares its cores with the caller's compute,
+     * or the node's ranks share its CPUs: poll a little, then yield,
+     * then sleep between polls */
     for (long k = 0;; k++) {
-        int done = 0;
-        int rc = MPI_Testall(n, req, &done, sts);
-        if (rc != MPI_SUCCESS) return mfi_mpi_fail(rc, what);
-        if (done) return MF_OK;
+        int left = 0;
+        for (int i = 0; i < n; i++) {   /* one by one: an error goes to its communicator's handler */
+            if (req[i] == MPI_REQUEST_NULL) continue;
+            int done = 0;
+            int rc = MPI_Test(&req[i], &done, sts ? &sts[i] : MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) return mfi_mpi_fail(rc, what);
+            left += !done;
+        }
+        if (!left) return MF_OK;
         if (k < 64) continue;
         if (k < 256) sched_yield();
         else nanosleep(&(struct timespec){0, 20000}, NULL);
     }
+}
+
+mf_status mfi_wait_all(int n, MPI_Request *req, const char *what)
+{
+    MPI_Status sts[4];   /* (MPI_STATUSES_IGNORE trips GCC's -Wstringop-overflow) */
+    if (n > 4) MF_FAIL(MF_ERR_INTERNAL, "%s: %d requests, at most 4", what, n);
+    return mfi_wait_all_n(n, req, sts, what);
 }
 
 mf_status mfi_sendrecv(mfi_comm *c, const void *sbuf, int64_t scount, int dest, void *rbuf, int64_t rcount, int src,
@@ -106,7 +117,7 @@ mf_status mfi_sendrecv(mfi_comm *c, const void *sbuf, int64_t scount, int dest, 
 mf_status mfi_allreduce_mpi(mfi_comm *c, void *buf, int64_t count, mf_dtype dt)
 {
     if (count > INT_MAX) MF_FAIL(MF_ERR_ARG, "allreduce: count %lld does not fit MPI's int", (long long)count);
-    if (!mfi_coll_polite) {
+    if (!c->is_twin) {   /* the caller's thread: MPI's blocking call (non-blocking is the progress thread's) */
         MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mfi_mpi_type(dt), MPI_SUM, c->comm));
         return MF_OK;
     }

@@ -5,12 +5,14 @@
  * MPI_Bcast of the message when some rank failed.
  */
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <mpi.h>
 #include "collectives/comm.h"
 #include "collectives/coll_internal.h"
+#include "collectives/coll_algo.h"
 #include "base/error.h"
 
 static MPI_Comm world = MPI_COMM_NULL;
@@ -19,6 +21,8 @@ static int world_rank, world_size = 1, node_rank, node_size = 1;
 static int tnode_id, tnode_count = 1, tnode_rank, tnode_size = 1, emulated, from_slurm;
 
 static char bind_note[128] = "not bound";
+static char wait_note[96] = "waits spin";
+static bool waits_yield;   /* the world's choice (choose_wait) */
 static MPI_Comm pipe_mpi = MPI_COMM_NULL;   /* pipeline transfers (mfi_comm_pipe) */
 static mfi_comm pipe_comm = {.comm = MPI_COMM_NULL, .size = 1};
 static mfi_comm world_comm = {.comm = MPI_COMM_NULL, .size = 1};
@@ -105,6 +109,31 @@ static mf_status topology_setup(void)
     return MF_OK;
 }
 
+/* How this thread waits for MPI (doc/collectives.md, "Waiting"): ranks
+ * that share CPUs yield them while they wait, so the rank they wait for
+ * can run; otherwise MPI spins. MF_WAIT=spin or yield decides instead.
+ * One node with more ranks than CPUs makes every rank wait politely. */
+static mf_status choose_wait(void)
+{
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);
+    /* the CPUs the node's ranks may run on, all of them together */
+    MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &mine, (int)sizeof mine, MPI_BYTE, MPI_BOR, node));
+    int cpus = CPU_COUNT(&mine);
+    const char *e = getenv("MF_WAIT");
+    int v[2] = {e && !strcmp(e, "spin") ? 0 : e && !strcmp(e, "yield") ? 1 : cpus > 0 && node_size > cpus,
+                e && *e && strcmp(e, "auto") && strcmp(e, "spin") && strcmp(e, "yield")};
+    /* one choice for the world: the algorithms the collectives run
+     * follow it, and every rank must run the same */
+    MFI_MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, world));
+    if (v[1]) MF_FAIL(MF_ERR_ARG, "MF_WAIT=%s: expected spin, yield or auto", e ? e : "(set on another rank)");
+    mfi_coll_polite = waits_yield = v[0];
+    snprintf(wait_note, sizeof wait_note, "waits %s: %d rank(s) share %d CPU(s)%s", mfi_coll_polite ? "yield" : "spin",
+             node_size, cpus, e && *e && strcmp(e, "auto") ? " (MF_WAIT)" : "");
+    return MF_OK;
+}
+
 mf_status mfi_comm_world_setup(void)
 {
     if (world != MPI_COMM_NULL) return MF_OK;
@@ -121,8 +150,12 @@ mf_status mfi_comm_world_setup(void)
     MFI_MPI_TRY(MPI_Comm_set_errhandler(pipe_mpi, MPI_ERRORS_RETURN));
     pipe_comm = (mfi_comm){.comm = pipe_mpi, .rank = world_rank, .size = world_size};
     mfi_topo_bind(node_rank, node_size, bind_note, sizeof bind_note);
+    MF_TRY(choose_wait());
     return topology_setup();
 }
+
+const char *mfi_comm_wait_note(void) { return wait_note; }
+bool mfi_comm_waits_yield(void) { return waits_yield; }
 
 const char *mfi_comm_bind_note(void) { return bind_note; }
 
@@ -247,8 +280,14 @@ mf_status mfi_comm_agree(mf_status local, const char *msg)
     verdict m;
     int lowest = INT_MAX;
     int tok = mfi_ledger_enter(&world_comm, "agreement");
-    int rc = agree_on(local, msg, &lowest, &m);
+    int32_t failed = local != MF_OK;
+    mf_status counted = MF_OK;
+    /* ranks that share CPUs first count the failures over point-to-point
+     * messages, which wait politely: most agreements find none */
+    if (waits_yield) counted = mfi_allreduce_rhd(&world_comm, &failed, 1, MF_I32);
+    int rc = counted == MF_OK && (!waits_yield || failed) ? agree_on(local, msg, &lowest, &m) : MPI_SUCCESS;
     mfi_ledger_leave(tok);
+    MF_TRY(counted);
     MFI_MPI_TRY(rc);
     if (lowest == INT_MAX) return MF_OK;
     if (local != MF_OK) {

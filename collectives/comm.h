@@ -54,6 +54,10 @@ int mfi_topo_cores(int *total);
 void mfi_topo_bind(int local, int nlocal, char *note, size_t size);
 /* That note, from mfi_comm_world_setup. */
 const char *mfi_comm_bind_note(void);
+/* "waits yield: 4 rank(s) share 2 CPU(s)": how MPI waits here */
+const char *mfi_comm_wait_note(void);
+/* whether the ranks wait politely (they outnumber a node's CPUs, or MF_WAIT=yield) */
+bool mfi_comm_waits_yield(void);
 /* "machine: 1 package, 1 NUMA node, 2 cores, 2 PUs, 0 GPUs; bound to PUs 0-1" */
 void mfi_topo_describe(char *buf, size_t size);
 

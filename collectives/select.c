@@ -146,6 +146,10 @@ static mf_coll_algo lookup(mfi_coll_op op, int ranks, int cls, int64_t bytes, bo
         if (flat && r->algo == MF_COLL_HIER) continue;
         return r->algo;
     }
+    /* ranks that share CPUs keep to point-to-point messages, whose waits
+     * yield (doc/collectives.md, "Waiting"); MPI's collectives spin.
+     * Reduce-scatters sum as data parallel's allreduce (reduce_scatter_rhd). */
+    if (mfi_comm_waits_yield()) return op == MFI_ALLGATHER ? MF_COLL_RING : MF_COLL_RHD;
     return MF_COLL_MPI;
 }
 
@@ -172,12 +176,33 @@ static mf_status run_allreduce(mfi_comm *c, void *buf, int64_t count, mf_dtype d
 
 typedef mf_status (*piece_fn)(mfi_comm *, const void *, void *, const int64_t *, mf_dtype);
 
+/* A small reduce-scatter as a halving-doubling allreduce that keeps this
+ * rank's piece: where ranks wait politely it stands in for MPI's call
+ * (lookup), and it sums in the order data parallel's allreduce does, so
+ * ZeRO's steps stay bit for bit those of plain data parallel. */
+static mf_status reduce_scatter_rhd(mfi_comm *c, const void *send, void *recv, const int64_t *counts, mf_dtype dt)
+{
+    int64_t total = 0, off = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (r == c->rank) off = total;
+        total += counts[r];
+    }
+    size_t es = mf_dtype_size(dt);
+    char *all = mfi_comm_scratch_at(c, 1, (size_t)total * es);
+    if (!all) MF_FAIL(MF_ERR_NOMEM, "reduce-scatter: no memory for %lld bytes", (long long)total * (long long)es);
+    memcpy(all, send, (size_t)total * es);
+    MF_TRY(mfi_allreduce_rhd(c, all, total, dt));
+    memcpy(recv, all + (size_t)off * es, (size_t)counts[c->rank] * es);
+    return MF_OK;
+}
+
 static piece_fn piece_algo(mfi_coll_op op, mf_coll_algo a)
 {
     bool rs = op == MFI_REDUCE_SCATTER;
     switch (a) {
     case MF_COLL_RING: return rs ? mfi_reduce_scatter_ring : mfi_allgather_ring;
     case MF_COLL_HIER: return rs ? mfi_reduce_scatter_hier : mfi_allgather_hier;
+    case MF_COLL_RHD: return rs ? reduce_scatter_rhd : mfi_allgather_ring;   /* chosen, never forced (supports) */
     default: return rs ? mfi_reduce_scatter_mpi : mfi_allgather_mpi;
     }
 }

@@ -115,8 +115,9 @@ const char *mf_topology_str(char *buf, size_t size)
     char emu[64] = "";
     if (k) snprintf(emu, sizeof emu, " (emulated, MF_RANKS_PER_NODE=%d)", k);
     else if (mfi_comm_node_from_slurm()) snprintf(emu, sizeof emu, " (Slurm's SLURM_NODEID)");
-    snprintf(buf, size, "rank %d of %d: node %d of %d%s, local rank %d of %d; %s (%s)", mf_rank(), mf_world_size(),
-             mf_node_id(), mf_node_count(), emu, mf_local_rank(), mf_local_size(), machine, mfi_comm_bind_note());
+    snprintf(buf, size, "rank %d of %d: node %d of %d%s, local rank %d of %d; %s (%s; %s)", mf_rank(), mf_world_size(),
+             mf_node_id(), mf_node_count(), emu, mf_local_rank(), mf_local_size(), machine, mfi_comm_bind_note(),
+             mfi_comm_wait_note());
     return buf;
 }
 

@@ -106,11 +106,32 @@ grep -q "^rank 1 of 2: node 0 of 1, local rank 1 of 2" "$TMPDIR_TEST/topo" || fa
 # more; a launcher's binding is kept; MF_BIND=none leaves it alone
 cores=$(nproc --all)
 if [ "$cores" -ge 2 ]; then
-    grep -q "^rank 1 of 2: .*bound to PUs [0-9,-]* (bound by mpiflow to cores\? [0-9-]*)" "$TMPDIR_TEST/topo" ||
+    grep -q "^rank 1 of 2: .*bound to PUs [0-9,-]* (bound by mpiflow to cores\? [0-9-]*; waits spin: 2 rank(s) share [0-9]* CPU(s))" "$TMPDIR_TEST/topo" ||
         { cat "$TMPDIR_TEST/topo"; fail "topo: rank 1 was not bound to its cores"; }
 fi
 "$MPIEXEC" -n 2 -bind-to core "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1
-grep -q "(bound by the launcher)" "$TMPDIR_TEST/topo" || { cat "$TMPDIR_TEST/topo"; fail "topo: launcher binding"; }
+grep -q "(bound by the launcher; " "$TMPDIR_TEST/topo" || { cat "$TMPDIR_TEST/topo"; fail "topo: launcher binding"; }
 MF_BIND=none "$MPIEXEC" -n 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1
-grep -q "(not bound: MF_BIND=none)" "$TMPDIR_TEST/topo" || { cat "$TMPDIR_TEST/topo"; fail "topo: MF_BIND=none"; }
+grep -q "(not bound: MF_BIND=none; " "$TMPDIR_TEST/topo" || { cat "$TMPDIR_TEST/topo"; fail "topo: MF_BIND=none"; }
+# waiting: ranks that outnumber the CPUs yield them while they wait;
+# MF_WAIT forces either way, and the collectives work both ways
+if [ "$cores" -lt 4 ]; then
+    "$MPIEXEC" -n 4 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1
+    [ "$(grep -c "waits yield: 4 rank(s) share $cores CPU(s))" "$TMPDIR_TEST/topo")" -eq 4 ] ||
+        { cat "$TMPDIR_TEST/topo"; fail "topo: 4 ranks on $cores cores do not wait politely"; }
+fi
+MF_WAIT=yield "$MPIEXEC" -n 2 "$top_builddir/mpiflow-bench" topo >"$TMPDIR_TEST/topo" 2>&1
+[ "$(grep -c "waits yield: 2 rank(s) share [0-9]* CPU(s) (MF_WAIT))" "$TMPDIR_TEST/topo")" -eq 2 ] ||
+    { cat "$TMPDIR_TEST/topo"; fail "topo: MF_WAIT=yield"; }
+run_suite 2 test_coll MF_WAIT=yield
+run_suite 3 test_coll MF_WAIT=yield
+run_suite 4 test_coll MF_WAIT=spin
+run_suite 3 test_global MF_WAIT=yield MF_ALLREDUCE_ALGO=mpi MF_REDUCE_SCATTER_ALGO=mpi MF_ALLGATHER_ALGO=mpi
+MF_WAIT=sometimes "$MPIEXEC" -n 2 "$top_builddir/mpiflow-train" --dataset synthetic --steps 2 --no-eval \
+    >"$TMPDIR_TEST/out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || { cat "$TMPDIR_TEST/out"; fail "MF_WAIT=sometimes: exit $rc, not 2"; }
+[ "$(grep -c "MF_WAIT=sometimes: expected spin, yield or auto" "$TMPDIR_TEST/out")" -eq 2 ] ||
+    { cat "$TMPDIR_TEST/out"; fail "MF_WAIT=sometimes: no clear message on both ranks"; }
+echo "ok: waits yield where ranks outnumber the CPUs, MF_WAIT decides otherwise"
 echo "collectives: every algorithm on 1-4 ranks and emulated nodes; boxing through ring, rhd and hier"
